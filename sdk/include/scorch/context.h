@@ -1,0 +1,71 @@
+/* scorch/context.h — the per-step execution context.
+ *
+ * An sc_ctx carries what every op needs: the device it computes on, the step
+ * arena that step tensors come from, the autograd tape, the grad and
+ * training switches and the step's random stream (dropout).
+ *
+ * Ops report failure by returning NULL with a message (scorch/status.h), and
+ * an op given a NULL input returns NULL at once, keeping the first message:
+ * a forward pass can chain ops and check once at the end.
+ *
+ * Thread rule: a context belongs to one thread at a time.
+ */
+#ifndef SCORCH_CONTEXT_H
+#define SCORCH_CONTEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "scorch/rng.h"
+#include "scorch/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sc_ctx sc_ctx;
+
+/* A context computing on `device`; NULL with a message on failure. */
+sc_ctx *sc_ctx_new(sc_device device);
+void sc_ctx_free(sc_ctx *ctx);
+
+sc_device sc_ctx_device(const sc_ctx *ctx);
+
+/* Training mode (dropout active, batch norm uses batch statistics).
+ * The host sets it per phase. */
+void sc_ctx_set_training(sc_ctx *ctx, bool training);
+bool sc_ctx_training(const sc_ctx *ctx);
+
+/* Grad mode: when on, ops with an input that requires grad are taped.
+ * Returns the previous setting. */
+bool sc_ctx_set_grad_enabled(sc_ctx *ctx, bool enabled);
+bool sc_ctx_grad_enabled(const sc_ctx *ctx);
+
+/* The step's random stream; the host reseeds it from (seed, step). */
+sc_rng *sc_ctx_rng(sc_ctx *ctx);
+
+/* Ends a step: forgets the tape and recycles the arena. Every step tensor
+ * and sc_ctx_alloc() block becomes invalid. After the first steps have
+ * sized it, the arena is one block, so the same op sequence gets the same
+ * addresses every step. */
+void sc_ctx_reset(sc_ctx *ctx);
+
+/* 64-byte aligned scratch memory from the step arena (freed by reset). */
+void *sc_ctx_alloc(sc_ctx *ctx, size_t bytes);
+
+/* Bytes handed out since the last reset, and the arena's high-water mark. */
+size_t sc_ctx_arena_used(const sc_ctx *ctx);
+size_t sc_ctx_arena_peak(const sc_ctx *ctx);
+
+/* A step tensor on the context's device. Contents are uninitialised for
+ * sc_tensor_new and zero for sc_tensor_zeros. NULL with a message on
+ * failure. */
+sc_tensor *sc_tensor_new(sc_ctx *ctx, sc_dtype dtype, int ndim,
+                         const int64_t *shape);
+sc_tensor *sc_tensor_zeros(sc_ctx *ctx, sc_dtype dtype, int ndim,
+                           const int64_t *shape);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,77 @@
+/* scorch/ops.h — differentiable tensor ops.
+ *
+ * Each op computes at once on the context's device, allocates its result
+ * from the step arena and, when grad mode is on and an input requires grad,
+ * records itself on the tape for sc_backward(). Every op returns NULL with a
+ * message on failure, and returns NULL at once when given a NULL input, so
+ * a forward pass may chain calls and check the final result only.
+ *
+ * Shapes are written [N, C] with N the batch. Inputs are f32 unless said.
+ */
+#ifndef SCORCH_OPS_H
+#define SCORCH_OPS_H
+
+#include "scorch/context.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* a [M, K] x b [K, N] -> [M, N] */
+sc_tensor *sc_matmul(sc_ctx *ctx, sc_tensor *a, sc_tensor *b);
+
+/* x [N, IN], weight [OUT, IN], bias [OUT] or NULL -> [N, OUT]
+ * (y = x W^T + b, PyTorch's layout). */
+sc_tensor *sc_linear(sc_ctx *ctx, sc_tensor *x, sc_tensor *weight,
+                     sc_tensor *bias);
+
+/* Element-wise with NumPy broadcasting (shapes aligned at the right, a
+ * dimension of 1 stretches): a + b, a - b, a * b. */
+sc_tensor *sc_add(sc_ctx *ctx, sc_tensor *a, sc_tensor *b);
+sc_tensor *sc_sub(sc_ctx *ctx, sc_tensor *a, sc_tensor *b);
+sc_tensor *sc_mul(sc_ctx *ctx, sc_tensor *a, sc_tensor *b);
+
+/* x * factor */
+sc_tensor *sc_scale(sc_ctx *ctx, sc_tensor *x, float factor);
+
+/* Element-wise activations; output shape = input shape. gelu is the exact
+ * (erf) form. */
+sc_tensor *sc_relu(sc_ctx *ctx, sc_tensor *x);
+sc_tensor *sc_tanh(sc_ctx *ctx, sc_tensor *x);
+sc_tensor *sc_sigmoid(sc_ctx *ctx, sc_tensor *x);
+sc_tensor *sc_gelu(sc_ctx *ctx, sc_tensor *x);
+
+/* Over the last dimension: x [..., C] -> [..., C]. */
+sc_tensor *sc_softmax(sc_ctx *ctx, sc_tensor *x);
+sc_tensor *sc_log_softmax(sc_ctx *ctx, sc_tensor *x);
+
+/* Mean cross-entropy of logits [N, C] against class indices target [N]
+ * (i32, i64 or u8; each in 0..C-1), with label smoothing in [0, 1):
+ * the target distribution is (1 - s) one-hot + s / C. -> scalar [] */
+sc_tensor *sc_cross_entropy(sc_ctx *ctx, sc_tensor *logits, sc_tensor *target,
+                            float label_smoothing);
+
+/* Mean squared error over all elements; pred and target same shape.
+ * -> scalar [] */
+sc_tensor *sc_mse(sc_ctx *ctx, sc_tensor *pred, sc_tensor *target);
+
+/* Inverted dropout: in training mode zeroes each element with probability p
+ * and scales the rest by 1/(1-p), drawing from the context's step stream;
+ * in eval mode (or p == 0) returns x itself. */
+sc_tensor *sc_dropout(sc_ctx *ctx, sc_tensor *x, float p);
+
+/* A view of x with another shape of the same element count; one dimension
+ * may be -1 (inferred). Shares x's data. */
+sc_tensor *sc_reshape(sc_ctx *ctx, sc_tensor *x, int ndim, const int64_t *shape);
+
+/* x [N, ...] -> [N, prod(...)], a view. */
+sc_tensor *sc_flatten(sc_ctx *ctx, sc_tensor *x);
+
+/* Sum and mean of all elements -> scalar []. */
+sc_tensor *sc_sum(sc_ctx *ctx, sc_tensor *x);
+sc_tensor *sc_mean(sc_ctx *ctx, sc_tensor *x);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,98 @@
+/* scorch/tensor.h — dense, contiguous, row-major tensors.
+ *
+ * A tensor is a shape, a dtype, a device and a pointer to its data. Tensors
+ * never own their storage individually: their memory has one of three
+ * lifetimes (see docs/architecture.md):
+ *   - parameters and their gradients live in the flat buffers of an
+ *     sc_params store (scorch/params.h);
+ *   - step tensors (activations, intermediate gradients) come from the step
+ *     arena of an sc_ctx (scorch/context.h) and vanish at sc_ctx_reset();
+ *   - host-side buffers (batches, checkpoint staging) are made with
+ *     sc_tensor_alloc() and released with sc_tensor_free().
+ * Tensors are always contiguous; sc_reshape() makes views that share data.
+ */
+#ifndef SCORCH_TENSOR_H
+#define SCORCH_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "scorch/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SC_MAX_DIMS 6
+
+typedef enum sc_dtype {
+    SC_F32 = 0,
+    SC_I32 = 1,
+    SC_I64 = 2,
+    SC_U8 = 3,
+    SC_DTYPE_COUNT
+} sc_dtype;
+
+typedef enum sc_device_kind {
+    SC_DEVICE_CPU = 0,
+    SC_DEVICE_CUDA = 1,
+    SC_DEVICE_KIND_COUNT
+} sc_device_kind;
+
+typedef struct sc_device {
+    sc_device_kind kind;
+    int index;
+} sc_device;
+
+enum sc_tensor_flags {
+    SC_TENSOR_REQUIRES_GRAD = 1u << 0, /* backward computes its gradient */
+    SC_TENSOR_PARAM = 1u << 1,         /* lives in an sc_params store */
+};
+
+typedef struct sc_tensor sc_tensor;
+
+struct sc_tensor {
+    sc_dtype dtype;
+    int ndim;
+    int64_t shape[SC_MAX_DIMS];
+    int64_t numel;
+    void *data;
+    sc_device device;
+    uint32_t flags;
+    sc_tensor *grad;  /* same shape, F32; NULL until backward reaches it */
+    const char *name; /* parameters only */
+    /* Autograd bookkeeping; not for plugin code. */
+    struct sc_node *producer; /* tape node that computed it, or NULL */
+    uint64_t visit;
+};
+
+size_t sc_dtype_size(sc_dtype dtype);
+const char *sc_dtype_name(sc_dtype dtype);
+
+/* Fills t's dtype/shape/numel (data, device and flags are left zero).
+ * Fails on a negative dimension or ndim outside 0..SC_MAX_DIMS. */
+sc_status sc_tensor_init(sc_tensor *t, sc_dtype dtype, int ndim,
+                         const int64_t *shape);
+
+/* A host (CPU) tensor with zeroed storage that the caller owns; NULL with a
+ * message on failure. Free with sc_tensor_free. */
+sc_tensor *sc_tensor_alloc(sc_dtype dtype, int ndim, const int64_t *shape);
+void sc_tensor_free(sc_tensor *t);
+
+size_t sc_tensor_nbytes(const sc_tensor *t);
+bool sc_tensor_same_shape(const sc_tensor *a, const sc_tensor *b);
+
+/* The data as float (only for SC_F32 tensors). */
+static inline float *sc_tensor_f32(const sc_tensor *t) { return (float *)t->data; }
+
+/* "[128, 784]" into buf; returns buf. */
+char *sc_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
+
+/* Reads element i of an integer tensor (I32, I64 or U8) as int64. */
+int64_t sc_tensor_get_int(const sc_tensor *t, int64_t i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

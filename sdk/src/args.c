@@ -1,0 +1,195 @@
+#include "scorch/args.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <strings.h>
+
+enum { ARGS_MAX = 64 };
+
+struct sc_args {
+    char *text; /* the parsed copy; keys and values point into it */
+    const char *what;
+    int count;
+    const char *keys[ARGS_MAX];
+    const char *values[ARGS_MAX];
+};
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    char *end = s + strlen(s);
+    while (end > s && (end[-1] == ' ' || end[-1] == '\t'))
+        *--end = '\0';
+    return s;
+}
+
+static sc_status add_pair(sc_args *a, char *pair)
+{
+    char *eq = strchr(pair, '=');
+    if (!eq)
+        return sc_error_set(SC_ERR_INVALID, "%s '%s': expected key=value", a->what,
+                            trim(pair));
+    *eq = '\0';
+    const char *key = trim(pair);
+    if (!*key)
+        return sc_error_set(SC_ERR_INVALID, "%s: empty key before '='", a->what);
+    if (sc_args_get(a, key))
+        return sc_error_set(SC_ERR_INVALID, "%s '%s' is given twice", a->what, key);
+    if (a->count == ARGS_MAX)
+        return sc_error_set(SC_ERR_INVALID, "%s: more than %d pairs", a->what, ARGS_MAX);
+    a->keys[a->count] = key;
+    a->values[a->count] = trim(eq + 1);
+    a->count++;
+    return SC_OK;
+}
+
+sc_status sc_args_parse(const char *text, const char *what, sc_args **out)
+{
+    *out = NULL;
+    sc_args *a = calloc(1, sizeof *a);
+    if (!a || !(a->text = strdup(text ? text : ""))) {
+        free(a);
+        return sc_error_set(SC_ERR_NOMEM, "out of memory parsing %ss", what);
+    }
+    a->what = what;
+    char *save = NULL;
+    for (char *pair = strtok_r(a->text, ",", &save); pair;
+         pair = strtok_r(NULL, ",", &save)) {
+        if (!*trim(pair))
+            continue;
+        sc_status st = add_pair(a, pair);
+        if (st != SC_OK) {
+            sc_args_free(a);
+            return st;
+        }
+    }
+    *out = a;
+    return SC_OK;
+}
+
+void sc_args_free(sc_args *args)
+{
+    if (!args)
+        return;
+    free(args->text);
+    free(args);
+}
+
+int sc_args_count(const sc_args *args) { return args->count; }
+
+const char *sc_args_key(const sc_args *args, int i) { return args->keys[i]; }
+
+const char *sc_args_value(const sc_args *args, int i) { return args->values[i]; }
+
+const char *sc_args_get(const sc_args *args, const char *key)
+{
+    for (int i = 0; i < args->count; i++)
+        if (strcmp(args->keys[i], key) == 0)
+            return args->values[i];
+    return NULL;
+}
+
+static sc_status parse_int(const sc_args *a, const char *key, const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno)
+        return sc_error_set(SC_ERR_INVALID, "%s '%s': '%s' is not an integer", a->what,
+                            key, s);
+    *out = v;
+    return SC_OK;
+}
+
+sc_status sc_args_int(const sc_args *args, const char *key, int64_t def, int64_t *out)
+{
+    const char *v = sc_args_get(args, key);
+    if (!v) {
+        *out = def;
+        return SC_OK;
+    }
+    return parse_int(args, key, v, out);
+}
+
+sc_status sc_args_float(const sc_args *args, const char *key, double def, double *out)
+{
+    const char *v = sc_args_get(args, key);
+    if (!v) {
+        *out = def;
+        return SC_OK;
+    }
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (end == v || *end || errno)
+        return sc_error_set(SC_ERR_INVALID, "%s '%s': '%s' is not a number", args->what,
+                            key, v);
+    *out = d;
+    return SC_OK;
+}
+
+sc_status sc_args_bool(const sc_args *args, const char *key, bool def, bool *out)
+{
+    const char *v = sc_args_get(args, key);
+    if (!v) {
+        *out = def;
+        return SC_OK;
+    }
+    static const char *const yes[] = {"1", "true", "yes", "on"};
+    static const char *const no[] = {"0", "false", "no", "off"};
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
+        if (strcasecmp(v, yes[i]) == 0) {
+            *out = true;
+            return SC_OK;
+        }
+        if (strcasecmp(v, no[i]) == 0) {
+            *out = false;
+            return SC_OK;
+        }
+    }
+    return sc_error_set(SC_ERR_INVALID, "%s '%s': '%s' is not a boolean (true/false)",
+                        args->what, key, v);
+}
+
+sc_status sc_args_ints(const sc_args *args, const char *key, int64_t *out, int max, int *n)
+{
+    *n = 0;
+    const char *v = sc_args_get(args, key);
+    if (!v)
+        return SC_OK;
+    char buf[256];
+    if (strlen(v) >= sizeof buf)
+        return sc_error_set(SC_ERR_INVALID, "%s '%s': value too long", args->what, key);
+    strcpy(buf, v);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ":", &save); tok; tok = strtok_r(NULL, ":", &save)) {
+        if (*n == max)
+            return sc_error_set(SC_ERR_INVALID, "%s '%s': more than %d values", args->what,
+                                key, max);
+        SC_TRY(parse_int(args, key, tok, &out[*n]));
+        (*n)++;
+    }
+    return SC_OK;
+}
+
+sc_status sc_args_check_known(const sc_args *args, const char *const *known)
+{
+    for (int i = 0; i < args->count; i++) {
+        bool found = false;
+        for (const char *const *k = known; *k && !found; k++)
+            found = strcmp(*k, args->keys[i]) == 0;
+        if (found)
+            continue;
+        char list[512] = "";
+        size_t used = 0;
+        for (const char *const *k = known; *k && used < sizeof list - 1; k++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s",
+                                     k == known ? "" : ", ", *k);
+        return sc_error_set(SC_ERR_INVALID, "unknown %s '%s' (known: %s)", args->what,
+                            args->keys[i], known[0] ? list : "none");
+    }
+    return SC_OK;
+}

@@ -1,0 +1,98 @@
+#include <string.h>
+
+#include "context_impl.h"
+#include "scorch/autograd.h"
+
+/* A parameter and the tape index of its first use in forward: backward is
+ * done with it once it has processed that node. */
+typedef struct param_use {
+    sc_tensor *param;
+    int64_t first_use;
+} param_use;
+
+static uint64_t next_visit_stamp(void)
+{
+    static _Atomic uint64_t stamp;
+    return ++stamp;
+}
+
+/* Collects the parameters the tape uses, ordered by first use. */
+static param_use *collect_params(sc_ctx *ctx, int64_t *count)
+{
+    sc_node **order = sc_ctx_alloc(ctx, (size_t)ctx->tape_len * sizeof *order);
+    param_use *uses = sc_ctx_alloc(ctx, (size_t)ctx->tape_len *
+                                            SC_OP_MAX_INPUTS * sizeof *uses);
+    if (!order || !uses)
+        return NULL;
+    for (sc_node *n = ctx->tape_tail; n; n = n->prev)
+        order[n->index] = n;
+    uint64_t stamp = next_visit_stamp();
+    int64_t k = 0;
+    for (int64_t i = 0; i < ctx->tape_len; i++)
+        for (int j = 0; j < order[i]->n_inputs; j++) {
+            sc_tensor *t = order[i]->in[j];
+            if ((t->flags & SC_TENSOR_PARAM) && t->visit != stamp) {
+                t->visit = stamp;
+                uses[k++] = (param_use){t, i};
+            }
+        }
+    *count = k;
+    return uses;
+}
+
+/* The gradient buffer of t, made (zeroed, in the arena) on first need. */
+static sc_tensor *grad_of(sc_ctx *ctx, sc_tensor *t)
+{
+    if (!t->grad)
+        t->grad = sc_tensor_zeros(ctx, SC_F32, t->ndim, t->shape);
+    return t->grad;
+}
+
+static sc_status backward_node(sc_ctx *ctx, sc_node *node)
+{
+    sc_tensor *gin[SC_OP_MAX_INPUTS] = {0};
+    for (int i = 0; i < node->n_inputs; i++)
+        if (node->in[i]->flags & SC_TENSOR_REQUIRES_GRAD) {
+            gin[i] = grad_of(ctx, node->in[i]);
+            if (!gin[i])
+                return SC_ERR_NOMEM;
+        }
+    const sc_kernel *k = sc_backend_kernel(ctx->device.kind, node->op);
+    if (!k || !k->backward)
+        return sc_error_set(SC_ERR_UNSUPPORTED, "op %s has no %s backward kernel",
+                            sc_op_desc_get(node->op)->name,
+                            sc_device_kind_name(ctx->device.kind));
+    return k->backward(node, node->out->grad, gin);
+}
+
+sc_status sc_backward(sc_ctx *ctx, sc_tensor *loss, sc_grad_ready_fn grad_ready,
+                      void *user)
+{
+    if (!loss)
+        return sc_error_set(SC_ERR_INVALID, "backward: no loss tensor");
+    if (loss->numel != 1 || loss->dtype != SC_F32)
+        return sc_error_set(SC_ERR_INVALID,
+                            "backward: the loss must be one f32 value, got %lld %s elements",
+                            (long long)loss->numel, sc_dtype_name(loss->dtype));
+    if (!(loss->flags & SC_TENSOR_REQUIRES_GRAD) || !loss->producer)
+        return sc_error_set(SC_ERR_STATE,
+                            "backward: the loss does not depend on any trainable "
+                            "tensor (was grad mode off?)");
+    int64_t n_uses = 0;
+    param_use *uses = collect_params(ctx, &n_uses);
+    sc_tensor *g = grad_of(ctx, loss);
+    if (!uses || !g)
+        return SC_ERR_NOMEM;
+    sc_tensor_f32(g)[0] += 1.0f;
+
+    for (sc_node *node = loss->producer; node; node = node->prev) {
+        if (node->out->grad)
+            SC_TRY(backward_node(ctx, node));
+        while (n_uses > 0 && uses[n_uses - 1].first_use == node->index) {
+            if (grad_ready)
+                grad_ready(user, uses[n_uses - 1].param);
+            n_uses--;
+        }
+    }
+    return SC_OK;
+}

@@ -1,0 +1,15 @@
+/* The CPU backend's kernel table: every op in the registry. */
+#include "cpu.h"
+
+static const sc_kernel *const cpu_kernels[SC_OP_COUNT] = {
+#define SC_CPU_KERNEL_ENTRY(id, name) [SC_OP_##id] = &sc_cpu_kernel_##name,
+    SC_OP_LIST(SC_CPU_KERNEL_ENTRY)
+#undef SC_CPU_KERNEL_ENTRY
+};
+
+const sc_kernel *sc_backend_kernel(sc_device_kind kind, sc_op_id op)
+{
+    if (op < 0 || op >= SC_OP_COUNT)
+        return NULL;
+    return kind == SC_DEVICE_CPU ? cpu_kernels[op] : NULL;
+}

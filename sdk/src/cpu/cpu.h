@@ -1,0 +1,18 @@
+/* cpu.h — the CPU backend's kernels. Private to libscorch.
+ *
+ * Kernels are plain loops over contiguous f32 data, parallel with OpenMP
+ * once a loop is large enough to pay for waking the threads, and GEMM
+ * through OpenBLAS (cblas). */
+#ifndef SCORCH_CPU_H
+#define SCORCH_CPU_H
+
+#include "../op.h"
+
+/* Below this many elements an element-wise loop runs on one thread. */
+enum { SC_CPU_PAR_MIN = 1 << 15 };
+
+#define SC_CPU_KERNEL_DECL(id, name) extern const sc_kernel sc_cpu_kernel_##name;
+SC_OP_LIST(SC_CPU_KERNEL_DECL)
+#undef SC_CPU_KERNEL_DECL
+
+#endif

@@ -1,0 +1,97 @@
+/* op.h — the op registry: op ids, typed op parameters, tape nodes,
+ * descriptors and per-backend kernel tables. Private to libscorch.
+ *
+ * Adding an op: add it to SC_OP_LIST, give it a params struct if it takes
+ * any, define its descriptor (name, arity, shape inference) next to its
+ * public function in sdk/src/ops/, its CPU kernels in sdk/src/cpu/, and a
+ * finite-difference gradient test in tests/unit/.
+ */
+#ifndef SCORCH_OP_H
+#define SCORCH_OP_H
+
+#include "scorch/context.h"
+#include "scorch/tensor.h"
+
+/* X(ENUM_SUFFIX, name) */
+/* SCAFFOLD: the ops helper restores the full list. */
+#define SC_OP_LIST(X)                                                          \
+    X(MATMUL, matmul)                                                          \
+    X(LINEAR, linear)
+
+typedef enum sc_op_id {
+#define SC_OP_ENUM(id, name) SC_OP_##id,
+    SC_OP_LIST(SC_OP_ENUM)
+#undef SC_OP_ENUM
+    SC_OP_COUNT
+} sc_op_id;
+
+enum { SC_OP_MAX_INPUTS = 4, SC_OP_MAX_SAVED = 2 };
+
+/* Typed parameters, one struct per op that takes any. */
+typedef struct sc_scale_params { float factor; } sc_scale_params;
+typedef struct sc_dropout_params { float p; } sc_dropout_params;
+typedef struct sc_cross_entropy_params { float label_smoothing; } sc_cross_entropy_params;
+
+typedef union sc_op_params {
+    sc_scale_params scale;
+    sc_dropout_params dropout;
+    sc_cross_entropy_params cross_entropy;
+} sc_op_params;
+
+/* One op application: what forward computed and what backward needs. */
+typedef struct sc_node {
+    sc_op_id op;
+    int n_inputs;
+    sc_tensor *in[SC_OP_MAX_INPUTS];
+    sc_tensor *out;
+    sc_tensor *saved[SC_OP_MAX_SAVED]; /* set by forward kernels as needed */
+    sc_op_params params;
+    sc_ctx *ctx;
+    struct sc_node *prev; /* previous node on the tape */
+    int64_t index;        /* position on the tape */
+} sc_node;
+
+enum sc_op_flags {
+    SC_OPF_VIEW = 1u << 0, /* output shares input 0's data; no allocation */
+};
+
+typedef struct sc_op_desc {
+    const char *name;
+    int min_inputs, max_inputs;
+    unsigned flags;
+    /* Validates inputs and params, and sets out's dtype and shape with
+     * sc_tensor_init(). Returns a status with a message naming the op. */
+    sc_status (*infer)(const sc_node *node, sc_tensor *out);
+} sc_op_desc;
+
+/* Forward fills node->out (and node->saved). Backward adds the gradient of
+ * each input i into gin[i] (gin[i] is NULL when input i needs none); it
+ * accumulates, never overwrites. */
+typedef struct sc_kernel {
+    sc_status (*forward)(sc_node *node);
+    sc_status (*backward)(sc_node *node, const sc_tensor *gout,
+                          sc_tensor *const *gin);
+} sc_kernel;
+
+#define SC_OP_DESC_DECL(id, name) extern const sc_op_desc sc_op_desc_##name;
+SC_OP_LIST(SC_OP_DESC_DECL)
+#undef SC_OP_DESC_DECL
+
+const sc_op_desc *sc_op_desc_get(sc_op_id op);
+
+/* The kernels of op on a backend; NULL when the backend lacks the op. */
+const sc_kernel *sc_backend_kernel(sc_device_kind kind, sc_op_id op);
+const char *sc_device_kind_name(sc_device_kind kind);
+
+/* Runs op on inputs: propagates NULL inputs, checks devices, infers the
+ * output, allocates it from the step arena, calls the backend's forward and
+ * tapes the node when grad mode is on and an input requires grad. */
+sc_tensor *sc_op_run(sc_ctx *ctx, sc_op_id op, int n_inputs,
+                     sc_tensor *const *inputs, const sc_op_params *params);
+
+/* Shape-inference helpers shared by descriptors. */
+sc_status sc_infer_same_as_input(const sc_node *node, sc_tensor *out);
+sc_status sc_infer_scalar(const sc_node *node, sc_tensor *out);
+sc_status sc_check_f32(const sc_node *node, int input);
+
+#endif

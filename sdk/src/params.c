@@ -1,0 +1,152 @@
+#include "scorch/params.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Parameters and their gradient views; both point into the flat buffers. */
+typedef struct param_slot {
+    sc_tensor value;
+    sc_tensor grad;
+    int64_t offset;
+} param_slot;
+
+struct sc_params {
+    param_slot **slots; /* slots stay put; the flat buffers move */
+    int count, capacity;
+    float *values, *grads;
+    int64_t numel;
+};
+
+sc_params *sc_params_new(void)
+{
+    sc_params *ps = calloc(1, sizeof *ps);
+    if (!ps)
+        sc_error_set(SC_ERR_NOMEM, "out of memory for a parameter store");
+    return ps;
+}
+
+void sc_params_free(sc_params *ps)
+{
+    if (!ps)
+        return;
+    for (int i = 0; i < ps->count; i++) {
+        free((char *)ps->slots[i]->value.name);
+        free(ps->slots[i]);
+    }
+    free(ps->slots);
+    free(ps->values);
+    free(ps->grads);
+    free(ps);
+}
+
+static void repoint(sc_params *ps)
+{
+    for (int i = 0; i < ps->count; i++) {
+        param_slot *s = ps->slots[i];
+        s->value.data = ps->values + s->offset;
+        s->grad.data = ps->grads + s->offset;
+    }
+}
+
+static sc_status grow_flat(sc_params *ps, int64_t numel)
+{
+    size_t bytes = (size_t)(ps->numel + numel) * sizeof(float);
+    float *v = realloc(ps->values, bytes ? bytes : sizeof(float));
+    if (!v)
+        return sc_error_set(SC_ERR_NOMEM, "out of memory for %zu bytes of parameters", bytes);
+    ps->values = v;
+    float *g = realloc(ps->grads, bytes ? bytes : sizeof(float));
+    if (!g)
+        return sc_error_set(SC_ERR_NOMEM, "out of memory for %zu bytes of gradients", bytes);
+    ps->grads = g;
+    memset(ps->values + ps->numel, 0, (size_t)numel * sizeof(float));
+    memset(ps->grads + ps->numel, 0, (size_t)numel * sizeof(float));
+    return SC_OK;
+}
+
+static sc_status add_slot(sc_params *ps, param_slot *s)
+{
+    if (ps->count == ps->capacity) {
+        int cap = ps->capacity ? 2 * ps->capacity : 16;
+        param_slot **slots = realloc(ps->slots, (size_t)cap * sizeof *slots);
+        if (!slots)
+            return sc_error_set(SC_ERR_NOMEM, "out of memory for parameter slots");
+        ps->slots = slots;
+        ps->capacity = cap;
+    }
+    ps->slots[ps->count++] = s;
+    return SC_OK;
+}
+
+sc_tensor *sc_params_add(sc_params *ps, const char *name, int ndim,
+                         const int64_t *shape)
+{
+    if (!name || !*name) {
+        sc_error_set(SC_ERR_INVALID, "a parameter needs a name");
+        return NULL;
+    }
+    if (sc_params_find(ps, name)) {
+        sc_error_set(SC_ERR_INVALID, "parameter '%s' is defined twice", name);
+        return NULL;
+    }
+    param_slot *s = calloc(1, sizeof *s);
+    char *copy = strdup(name);
+    if (!s || !copy || sc_tensor_init(&s->value, SC_F32, ndim, shape) != SC_OK ||
+        grow_flat(ps, s->value.numel) != SC_OK || add_slot(ps, s) != SC_OK) {
+        if (!s || !copy)
+            sc_error_set(SC_ERR_NOMEM, "out of memory for parameter '%s'", name);
+        free(s);
+        free(copy);
+        return NULL;
+    }
+    s->grad = s->value;
+    s->offset = ps->numel;
+    ps->numel += s->value.numel;
+    s->value.name = copy;
+    s->value.flags = SC_TENSOR_PARAM | SC_TENSOR_REQUIRES_GRAD;
+    s->value.grad = &s->grad;
+    repoint(ps);
+    return &s->value;
+}
+
+int sc_params_count(const sc_params *ps) { return ps->count; }
+
+sc_tensor *sc_params_at(const sc_params *ps, int i) { return &ps->slots[i]->value; }
+
+sc_tensor *sc_params_find(const sc_params *ps, const char *name)
+{
+    for (int i = 0; i < ps->count; i++)
+        if (strcmp(ps->slots[i]->value.name, name) == 0)
+            return &ps->slots[i]->value;
+    return NULL;
+}
+
+int64_t sc_params_offset(const sc_params *ps, int i) { return ps->slots[i]->offset; }
+
+int64_t sc_params_numel(const sc_params *ps) { return ps->numel; }
+
+float *sc_params_values(const sc_params *ps) { return ps->values; }
+
+float *sc_params_grads(const sc_params *ps) { return ps->grads; }
+
+void sc_params_set_trainable(sc_tensor *param, bool trainable)
+{
+    if (trainable)
+        param->flags |= SC_TENSOR_REQUIRES_GRAD;
+    else
+        param->flags &= ~(uint32_t)SC_TENSOR_REQUIRES_GRAD;
+}
+
+int64_t sc_params_trainable_numel(const sc_params *ps)
+{
+    int64_t n = 0;
+    for (int i = 0; i < ps->count; i++)
+        if (ps->slots[i]->value.flags & SC_TENSOR_REQUIRES_GRAD)
+            n += ps->slots[i]->value.numel;
+    return n;
+}
+
+void sc_params_zero_grad(sc_params *ps)
+{
+    memset(ps->grads, 0, (size_t)ps->numel * sizeof(float));
+}
