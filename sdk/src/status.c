@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 enum { SC_ERROR_MESSAGE_MAX = 1024 };
 
@@ -25,7 +26,8 @@ sc_status sc_error_wrap(sc_status code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
-    snprintf(old, sizeof old, "%s", error_message);
+    memcpy(old, error_message, sizeof old - 1);
+    old[sizeof old - 1] = '\0';
     snprintf(error_message, sizeof error_message, "%s: %s", prefix,
              old[0] ? old : sc_status_name(code));
     return code;
