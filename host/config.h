@@ -1,0 +1,84 @@
+/* config.h — every option of scorch-train and scorch-test.
+ *
+ * One table drives the command line, the INI file (--config; same names
+ * without the dashes, in the [train] section, or [test] for scorch-test),
+ * --help, and the resolved config.ini written into the run directory. The
+ * command line wins over the INI file, which wins over the defaults.
+ * Unknown keys and bad values are errors naming the key (and the file and
+ * line for INI).
+ */
+#ifndef SCORCH_HOST_CONFIG_H
+#define SCORCH_HOST_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "scorch/status.h"
+
+enum { SC_PATH_MAX = 4096 };
+
+typedef enum sc_program { SC_PROGRAM_TRAIN = 1, SC_PROGRAM_TEST = 2 } sc_program;
+
+typedef struct sc_config {
+    char model[SC_PATH_MAX];        /* --model: model plugin .so */
+    char dataset[SC_PATH_MAX];      /* --dataset: dataset plugin .so */
+    char dataset_path[SC_PATH_MAX]; /* --dataset-path */
+    char model_args[1024];          /* --model-args k=v,... */
+    char dataset_args[1024];        /* --dataset-args k=v,... */
+    char hooks[SC_PATH_MAX];        /* --hooks: extra hooks plugin .so ("" none) */
+    char config[SC_PATH_MAX];       /* --config: INI file read ("" none) */
+    int epochs;                     /* --epochs (10) */
+    int64_t batch_size;             /* --batch-size (128) */
+    char optimizer[16];             /* --optimizer sgd|adam|adamw (adam) */
+    double lr;                      /* --lr (1e-3) */
+    double weight_decay;            /* --weight-decay (0) */
+    double momentum;                /* --momentum (0.9, SGD only) */
+    bool nesterov;                  /* --nesterov (false) */
+    double beta1, beta2, eps;       /* --beta1 0.9 --beta2 0.999 --eps 1e-8 */
+    char lr_schedule[16];           /* --lr-schedule constant|step|cosine|plateau */
+    int64_t warmup_steps;           /* --warmup-steps (0) */
+    int lr_step_epochs;             /* --lr-step-epochs (30) */
+    double lr_gamma;                /* --lr-gamma (0.1) */
+    double lr_min;                  /* --lr-min (0, cosine) */
+    int lr_patience;                /* --lr-patience (10, plateau) */
+    double lr_factor;               /* --lr-factor (0.1, plateau) */
+    uint64_t seed;                  /* --seed (42) */
+    int workers;                    /* --workers (2) */
+    int prefetch;                   /* --prefetch (4) */
+    int threads;                    /* --threads (0 = all cores) for compute */
+    char device[32];                /* --device (cpu) */
+    char run_dir[SC_PATH_MAX];      /* --run-dir (runs/<model>-<time>) */
+    bool resume;                    /* --resume given */
+    char resume_path[SC_PATH_MAX];  /* --resume PATH ("" = run dir's last) */
+    int64_t checkpoint_every;       /* --checkpoint-every N steps (0 = per epoch only) */
+    int keep_last;                  /* --keep-last (3) */
+    int64_t max_train_iterations;   /* --max-train-iterations per epoch (0 = all) */
+    int64_t max_valid_iterations;   /* --max-valid-iterations (0 = all) */
+    int64_t max_test_iterations;    /* --max-test-iterations (0 = all) */
+    bool validate_on_train;         /* --validate-on-train: also eval the train split */
+    bool quiet;                     /* --quiet: errors and the final summary only */
+    /* scorch-test */
+    char checkpoint[SC_PATH_MAX];   /* --checkpoint PATH */
+    char split[16];                 /* --split test|valid|train (test) */
+    int topk;                       /* --topk (5) */
+    char predictions[SC_PATH_MAX];  /* --predictions CSV path ("" = none) */
+} sc_config;
+
+void sc_config_defaults(sc_config *cfg);
+
+/* Parses argv (reading --config's INI first, then applying the command
+ * line over it). Returns SC_OK, or an error with a message; sets *exit_now
+ * (and prints) for --help and --version. */
+sc_status sc_config_parse(sc_config *cfg, sc_program program, int argc, char **argv,
+                          bool *exit_now);
+
+/* Applies an INI file (section [train] or [test]) over cfg. */
+sc_status sc_config_load_ini(sc_config *cfg, sc_program program, const char *path);
+
+/* Writes every option of `program` as a loadable INI file. */
+sc_status sc_config_write_ini(const sc_config *cfg, sc_program program, const char *path);
+
+void sc_config_print_help(FILE *out, sc_program program);
+
+#endif

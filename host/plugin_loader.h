@@ -1,0 +1,39 @@
+/* plugin_loader.h — loading model, dataset and hooks plugins.
+ *
+ * dlopen(RTLD_NOW | RTLD_LOCAL), then the well-known symbol is looked up
+ * and its ABI header checked: magic, major == SC_ABI_MAJOR, minor <=
+ * SC_ABI_MINOR, size >= the size that minor defines; then every required
+ * function. Any refusal is one message naming the file and what is wrong
+ * ("mlp.so: built for plugin ABI 2.0, this scorch speaks 1.0").
+ */
+#ifndef SCORCH_HOST_PLUGIN_LOADER_H
+#define SCORCH_HOST_PLUGIN_LOADER_H
+
+#include "scorch/hooks.h"
+#include "scorch/plugin.h"
+
+typedef struct sc_plugin_lib {
+    void *handle;                    /* from dlopen */
+    char *path;                      /* as given */
+    const sc_hook_table *hooks;      /* its scorch_hooks, or NULL */
+} sc_plugin_lib;
+
+typedef struct sc_model_lib {
+    sc_plugin_lib lib;
+    const sc_model_plugin *api;
+} sc_model_lib;
+
+typedef struct sc_dataset_lib {
+    sc_plugin_lib lib;
+    const sc_dataset_plugin *api;
+} sc_dataset_lib;
+
+/* Each fills *out or returns an error naming path; nothing to close then. */
+sc_status sc_model_lib_open(const char *path, sc_model_lib *out);
+sc_status sc_dataset_lib_open(const char *path, sc_dataset_lib *out);
+/* A plugin that only provides scorch_hooks (--hooks). */
+sc_status sc_hooks_lib_open(const char *path, sc_plugin_lib *out);
+
+void sc_plugin_lib_close(sc_plugin_lib *lib);
+
+#endif
