@@ -67,18 +67,34 @@ typedef struct sc_config {
 
 void sc_config_defaults(sc_config *cfg);
 
-/* Parses argv (reading --config's INI first, then applying the command
- * line over it). Returns SC_OK, or an error with a message; sets *exit_now
- * (and prints) for --help and --version. */
+/* Parses argv: starts from the defaults, reads --config's INI, then
+ * applies the command line over it, then checks the required options.
+ * Returns SC_OK, or an error with a message; sets *exit_now (and prints to
+ * stdout) for --help and --version. */
 sc_status sc_config_parse(sc_config *cfg, sc_program program, int argc, char **argv,
                           bool *exit_now);
 
-/* Applies an INI file (section [train] or [test]) over cfg. */
+/* Applies an INI file over cfg: `name = value` lines, names as on the
+ * command line without the dashes, in section [train] (scorch-train) or
+ * [test] (scorch-test); flags take true or false. */
 sc_status sc_config_load_ini(sc_config *cfg, sc_program program, const char *path);
 
 /* Writes every option of `program` as a loadable INI file. */
 sc_status sc_config_write_ini(const sc_config *cfg, sc_program program, const char *path);
 
 void sc_config_print_help(FILE *out, sc_program program);
+
+/* scorch-test: copies from `saved` (the config stored in the checkpoint)
+ * every option the checkpoint supplies — model, dataset, dataset-path and
+ * their args — that cfg leaves empty. */
+void sc_config_inherit(sc_config *cfg, const sc_config *saved);
+
+/* "scorch-train" or "scorch-test". */
+const char *sc_program_name(sc_program program);
+
+/* The name in names[0..n) nearest to word by edit distance, when close
+ * enough to be a likely typo; else NULL. For "did you mean" hints (options,
+ * INI keys, hook points). */
+const char *sc_name_suggest(const char *word, const char *const *names, int n);
 
 #endif

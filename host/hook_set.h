@@ -7,6 +7,10 @@
  * the run. Running a point calls its hooks by ascending priority, then in
  * the order they were added; the first error stops the rest and is
  * returned with a message naming the hook, its plugin and the point.
+ *
+ * Lifetime: the set keeps pointers to the hooks' names and functions, so
+ * free it before closing the plugins they came from.
+ * Thread rule: one thread (the training thread) uses a set.
  */
 #ifndef SCORCH_HOST_HOOK_SET_H
 #define SCORCH_HOST_HOOK_SET_H

@@ -9,6 +9,23 @@
  * Each sample's augmentation stream is (seed, epoch, sample index), so the
  * number of workers never changes the data.
  *
+ * Exactly, for epoch e (1-based), dataset length n, rank r of world w:
+ *   - order: 0, 1, ..., n-1; with shuffle, permuted by Fisher-Yates
+ *     (for i = n-1 down to 1: swap order[i] with order[sc_rng_below(i+1)])
+ *     drawing from sc_rng_init(seed, sc_rng_mix(e, SC_LOADER_SAMPLER_STREAM));
+ *   - rank r takes positions r, r+w, r+2w, ... of that order; with
+ *     drop_last it takes floor(n / w) of them, rounded down to whole
+ *     batches; without, every position < n (ranks may then differ by one
+ *     sample, and the last batch may be short);
+ *   - sample i is written by getitem with rng sc_rng_init(seed,
+ *     sc_rng_mix(e, i)).
+ *
+ * Buffers: prefetch + 1 batch slots of sc_tensor_alloc'd [batch_size, ...]
+ * tensors, allocated once; getitem writes row j of a slot through a
+ * header-only slice, so there is no copy and no allocation per sample.
+ * Workers fill up to `prefetch` batches beyond the ones the consumer holds;
+ * batches come out strictly in order whatever order workers finish in.
+ *
  * Thread rule: one consumer thread calls everything here; the loader owns
  * its workers.
  */
@@ -19,6 +36,10 @@
 #include <stdint.h>
 
 #include "scorch/plugin.h"
+
+/* The sampler's stream id; its high bit keeps it apart from every sample
+ * index, so the permutation never shares a stream with a sample. */
+#define SC_LOADER_SAMPLER_STREAM 0x8000000000005a4dULL
 
 typedef struct sc_loader_config {
     int64_t batch_size; /* per rank */
@@ -41,9 +62,14 @@ typedef struct sc_batch {
 
 typedef struct sc_loader sc_loader;
 
-/* A loader over an open dataset (not owned). */
+/* A loader over an open dataset (not owned): reads its length and spec,
+ * allocates the batch slots and starts `workers` threads, which park until
+ * an epoch starts. SC_ERR_INVALID for a bad config, SC_ERR_PLUGIN for a
+ * spec that does not fit (too many tensors, too many dimensions). */
 sc_status sc_loader_new(const sc_dataset_plugin *plugin, void *dataset, sc_split split,
                         const sc_loader_config *config, sc_loader **out);
+/* Stops any epoch, joins every worker and frees everything; NULL is a
+ * no-op. */
 void sc_loader_free(sc_loader *loader);
 
 /* Batches per epoch for this rank, and samples this rank sees per epoch. */
@@ -54,16 +80,28 @@ int64_t sc_loader_samples(const sc_loader *loader);
 const sc_sample_spec *sc_loader_spec(const sc_loader *loader);
 
 /* Starts epoch `epoch` (1-based) at batch `first_batch` (0 normally, more
- * when resuming mid-epoch); workers begin filling batches. */
+ * when resuming mid-epoch; 0..sc_loader_batches()); workers begin filling
+ * batches. An epoch still running is stopped first. */
 sc_status sc_loader_start_epoch(sc_loader *loader, int epoch, int64_t first_batch);
 
 /* The next batch in order, waiting for it if needed; *out = NULL after the
- * last one. A failed getitem is an error naming the split and the sample.
- * The batch stays valid until sc_loader_release(). */
+ * last one. A failed getitem is SC_ERR_PLUGIN, "dataset_getitem failed on
+ * <split> sample <i>: <plugin's message>", returned when the consumer
+ * reaches that batch (the batches before it come out normally; within it,
+ * the lowest failing row is named) and again on every later call until the
+ * epoch is stopped or restarted. SC_ERR_STATE when no epoch is started, or
+ * when the consumer already holds prefetch + 1 batches.
+ * The batch stays valid until sc_loader_release(), or until the epoch is
+ * stopped or restarted, which voids every batch still held (do not release
+ * those). */
 sc_status sc_loader_next(sc_loader *loader, sc_batch **out);
 void sc_loader_release(sc_loader *loader, sc_batch *batch);
 
-/* Stops the epoch early (workers drain and park); safe at any point. */
+/* Stops the epoch early: waits for the samples in progress (getitem is
+ * not interrupted), then workers park. Safe at any point, also when no
+ * epoch runs. Until it (or start_epoch, or free) returns, workers may
+ * still be running getitem on later batches, even after the last batch or
+ * a failure came out: change the dataset only after it. */
 void sc_loader_stop_epoch(sc_loader *loader);
 
 #endif

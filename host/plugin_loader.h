@@ -4,10 +4,14 @@
  * and its ABI header checked: magic, major == SC_ABI_MAJOR, minor <=
  * SC_ABI_MINOR, size >= the size that minor defines; then every required
  * function. Any refusal is one message naming the file and what is wrong
- * ("mlp.so: built for plugin ABI 2.0, this scorch speaks 1.0").
+ * ("mlp.so: model plugin built for plugin ABI 2.0, this scorch speaks 1.0").
+ * A path without a slash names a file in the current directory, not one
+ * on the library search path.
  */
 #ifndef SCORCH_HOST_PLUGIN_LOADER_H
 #define SCORCH_HOST_PLUGIN_LOADER_H
+
+#include <stddef.h>
 
 #include "scorch/hooks.h"
 #include "scorch/plugin.h"
@@ -34,6 +38,13 @@ sc_status sc_dataset_lib_open(const char *path, sc_dataset_lib *out);
 /* A plugin that only provides scorch_hooks (--hooks). */
 sc_status sc_hooks_lib_open(const char *path, sc_plugin_lib *out);
 
+/* Closes what an open filled (a zeroed lib is fine); the plugin's structs
+ * and hooks are gone afterwards. */
 void sc_plugin_lib_close(sc_plugin_lib *lib);
+
+/* Checks an ABI header: magic, major == SC_ABI_MAJOR, minor <=
+ * SC_ABI_MINOR, size >= min_size (the struct's v1.0 size). `what` names
+ * the struct in the message ("model plugin", "hook table"). */
+sc_status sc_abi_check(const sc_abi_header *abi, const char *what, size_t min_size);
 
 #endif

@@ -31,7 +31,8 @@ static param_use *collect_params(sc_ctx *ctx, int64_t *count)
     for (int64_t i = 0; i < ctx->tape_len; i++)
         for (int j = 0; j < order[i]->n_inputs; j++) {
             sc_tensor *t = order[i]->in[j];
-            if ((t->flags & SC_TENSOR_PARAM) && t->visit != stamp) {
+            bool trains = (t->flags & SC_TENSOR_PARAM) && (t->flags & SC_TENSOR_REQUIRES_GRAD);
+            if (trains && t->visit != stamp) {
                 t->visit = stamp;
                 uses[k++] = (param_use){t, i};
             }
@@ -78,6 +79,10 @@ sc_status sc_backward(sc_ctx *ctx, sc_tensor *loss, sc_grad_ready_fn grad_ready,
         return sc_error_set(SC_ERR_STATE,
                             "backward: the loss does not depend on any trainable "
                             "tensor (was grad mode off?)");
+    if (loss->producer->tape != ctx->tape_id)
+        return sc_error_set(SC_ERR_STATE,
+                            "backward: the loss's tape was already consumed by a "
+                            "backward pass; run forward again");
     int64_t n_uses = 0;
     param_use *uses = collect_params(ctx, &n_uses);
     sc_tensor *g = grad_of(ctx, loss);
@@ -94,5 +99,8 @@ sc_status sc_backward(sc_ctx *ctx, sc_tensor *loss, sc_grad_ready_fn grad_ready,
             n_uses--;
         }
     }
+    /* Backward consumes the tape (PyTorch's retain_graph=False): a second
+     * backward over the same nodes would add their gradients again. */
+    sc_ctx_forget_tape(ctx);
     return SC_OK;
 }

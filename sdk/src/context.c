@@ -48,10 +48,16 @@ bool sc_ctx_grad_enabled(const sc_ctx *ctx) { return ctx->grad_enabled; }
 
 sc_rng *sc_ctx_rng(sc_ctx *ctx) { return &ctx->rng; }
 
-void sc_ctx_reset(sc_ctx *ctx)
+void sc_ctx_forget_tape(sc_ctx *ctx)
 {
     ctx->tape_tail = NULL;
     ctx->tape_len = 0;
+    ctx->tape_id++;
+}
+
+void sc_ctx_reset(sc_ctx *ctx)
+{
+    sc_ctx_forget_tape(ctx);
     sc_arena_reset(&ctx->arena);
 }
 

@@ -12,11 +12,26 @@
 #include "scorch/context.h"
 #include "scorch/tensor.h"
 
-/* X(ENUM_SUFFIX, name) */
-/* SCAFFOLD: the ops helper restores the full list. */
+/* X(ENUM_SUFFIX, name). sc_flatten is a reshape, not an op of its own. */
 #define SC_OP_LIST(X)                                                          \
     X(MATMUL, matmul)                                                          \
-    X(LINEAR, linear)
+    X(LINEAR, linear)                                                          \
+    X(ADD, add)                                                                \
+    X(SUB, sub)                                                                \
+    X(MUL, mul)                                                                \
+    X(SCALE, scale)                                                            \
+    X(RELU, relu)                                                              \
+    X(TANH, tanh)                                                              \
+    X(SIGMOID, sigmoid)                                                        \
+    X(GELU, gelu)                                                              \
+    X(DROPOUT, dropout)                                                        \
+    X(SOFTMAX, softmax)                                                        \
+    X(LOG_SOFTMAX, log_softmax)                                                \
+    X(CROSS_ENTROPY, cross_entropy)                                            \
+    X(MSE, mse)                                                                \
+    X(SUM, sum)                                                                \
+    X(MEAN, mean)                                                              \
+    X(RESHAPE, reshape)
 
 typedef enum sc_op_id {
 #define SC_OP_ENUM(id, name) SC_OP_##id,
@@ -31,11 +46,17 @@ enum { SC_OP_MAX_INPUTS = 4, SC_OP_MAX_SAVED = 2 };
 typedef struct sc_scale_params { float factor; } sc_scale_params;
 typedef struct sc_dropout_params { float p; } sc_dropout_params;
 typedef struct sc_cross_entropy_params { float label_smoothing; } sc_cross_entropy_params;
+/* The requested shape; at most one -1, resolved by shape inference. */
+typedef struct sc_reshape_params {
+    int ndim;
+    int64_t shape[SC_MAX_DIMS];
+} sc_reshape_params;
 
 typedef union sc_op_params {
     sc_scale_params scale;
     sc_dropout_params dropout;
     sc_cross_entropy_params cross_entropy;
+    sc_reshape_params reshape;
 } sc_op_params;
 
 /* One op application: what forward computed and what backward needs. */
@@ -49,6 +70,7 @@ typedef struct sc_node {
     sc_ctx *ctx;
     struct sc_node *prev; /* previous node on the tape */
     int64_t index;        /* position on the tape */
+    uint64_t tape;        /* which tape: the context's tape_id when taped */
 } sc_node;
 
 enum sc_op_flags {

@@ -1,1 +1,251 @@
-/* being written this session */
+#include "scorch/optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Below this many elements a range is updated by one thread: waking the
+ * OpenMP team costs more than the loop. */
+enum { OPTIM_PARALLEL_MIN = 32768, OPTIM_STATE_MAX = 2 };
+
+struct sc_optim {
+    sc_optim_config config;
+    sc_params *params;
+    int64_t steps;
+    int nstate;
+    sc_tensor state[OPTIM_STATE_MAX]; /* 1-D [numel] views of buffers below */
+    float *buffers[OPTIM_STATE_MAX];
+};
+
+/* The scalars of one step, derived once from the config, lr and step count. */
+typedef struct step_scalars {
+    float lr, weight_decay, momentum;
+    bool nesterov;
+    float beta1, beta2, eps;
+    float step_size;     /* Adam: lr / (1 - beta1^t) */
+    float bc2_sqrt;      /* Adam: sqrt(1 - beta2^t) */
+    float decay;         /* AdamW: 1 - lr * weight_decay; 1 otherwise */
+    float l2;            /* Adam: weight decay added to the gradient */
+} step_scalars;
+
+sc_optim_config sc_optim_defaults(sc_optim_kind kind)
+{
+    return (sc_optim_config){
+        .kind = kind,
+        .momentum = 0.0,
+        .nesterov = false,
+        .weight_decay = kind == SC_OPTIM_ADAMW ? 0.01 : 0.0,
+        .beta1 = 0.9,
+        .beta2 = 0.999,
+        .eps = 1e-8,
+    };
+}
+
+static const char *const kind_names[] = {
+    [SC_OPTIM_SGD] = "sgd", [SC_OPTIM_ADAM] = "adam", [SC_OPTIM_ADAMW] = "adamw"};
+
+sc_status sc_optim_kind_parse(const char *name, sc_optim_kind *out)
+{
+    for (size_t k = 0; k < sizeof kind_names / sizeof *kind_names; k++) {
+        if (strcmp(name, kind_names[k]) == 0) {
+            *out = (sc_optim_kind)k;
+            return SC_OK;
+        }
+    }
+    return sc_error_set(SC_ERR_INVALID, "unknown optimizer '%s' (known: sgd, adam, adamw)",
+                        name);
+}
+
+const char *sc_optim_kind_name(sc_optim_kind kind)
+{
+    if ((size_t)kind >= sizeof kind_names / sizeof *kind_names)
+        return "?";
+    return kind_names[kind];
+}
+
+/* `!(x >= lo)` rather than `x < lo` so that NaN is refused too. */
+static sc_status check_config(const sc_optim_config *c)
+{
+    if ((size_t)c->kind >= sizeof kind_names / sizeof *kind_names)
+        return sc_error_set(SC_ERR_INVALID, "optimizer: unknown kind %d", (int)c->kind);
+    const char *name = kind_names[c->kind];
+    if (!(c->weight_decay >= 0.0) || isinf(c->weight_decay))
+        return sc_error_set(SC_ERR_INVALID, "%s: weight decay %g must be finite and >= 0",
+                            name, c->weight_decay);
+    if (c->kind == SC_OPTIM_SGD) {
+        if (!(c->momentum >= 0.0) || isinf(c->momentum))
+            return sc_error_set(SC_ERR_INVALID, "sgd: momentum %g must be finite and >= 0",
+                                c->momentum);
+        if (c->nesterov && c->momentum == 0.0)
+            return sc_error_set(SC_ERR_INVALID, "sgd: nesterov needs momentum > 0");
+        return SC_OK;
+    }
+    if (!(c->beta1 >= 0.0 && c->beta1 < 1.0) || !(c->beta2 >= 0.0 && c->beta2 < 1.0))
+        return sc_error_set(SC_ERR_INVALID, "%s: betas (%g, %g) must lie in [0, 1)", name,
+                            c->beta1, c->beta2);
+    if (!(c->eps > 0.0) || isinf(c->eps))
+        return sc_error_set(SC_ERR_INVALID, "%s: eps %g must be finite and > 0", name, c->eps);
+    return SC_OK;
+}
+
+/* The state buffers a kind keeps: SGD a momentum buffer only when it has
+ * momentum, Adam and AdamW both moments. */
+static int state_names(const sc_optim_config *c, const char *names[OPTIM_STATE_MAX])
+{
+    if (c->kind == SC_OPTIM_SGD) {
+        names[0] = "momentum";
+        return c->momentum != 0.0;
+    }
+    names[0] = "exp_avg";
+    names[1] = "exp_avg_sq";
+    return 2;
+}
+
+sc_optim *sc_optim_new(sc_params *params, const sc_optim_config *config)
+{
+    if (check_config(config) != SC_OK)
+        return NULL;
+    sc_optim *opt = calloc(1, sizeof *opt);
+    if (!opt) {
+        sc_error_set(SC_ERR_NOMEM, "out of memory for an optimizer");
+        return NULL;
+    }
+    opt->config = *config;
+    opt->params = params;
+    const char *names[OPTIM_STATE_MAX];
+    opt->nstate = state_names(config, names);
+    int64_t numel = sc_params_numel(params);
+    for (int i = 0; i < opt->nstate; i++) {
+        /* Zeroed state is PyTorch's first step exactly: momentum * 0 + g = g. */
+        opt->buffers[i] = calloc((size_t)(numel ? numel : 1), sizeof(float));
+        if (!opt->buffers[i]) {
+            sc_error_set(SC_ERR_NOMEM, "%s: out of memory for %lld floats of '%s'",
+                         sc_optim_kind_name(config->kind), (long long)numel, names[i]);
+            sc_optim_free(opt);
+            return NULL;
+        }
+        sc_tensor_init(&opt->state[i], SC_F32, 1, &numel);
+        opt->state[i].data = opt->buffers[i];
+        opt->state[i].name = names[i];
+    }
+    return opt;
+}
+
+void sc_optim_free(sc_optim *opt)
+{
+    if (!opt)
+        return;
+    for (int i = 0; i < OPTIM_STATE_MAX; i++)
+        free(opt->buffers[i]);
+    free(opt);
+}
+
+/* p, g: [n]; d = g + wd * p; p -= lr * d */
+static void sgd_update(float *restrict p, const float *restrict g, int64_t n,
+                       const step_scalars *s)
+{
+    const float lr = s->lr, wd = s->weight_decay;
+#pragma omp parallel for simd schedule(static) if (n >= OPTIM_PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++)
+        p[i] -= lr * (g[i] + wd * p[i]);
+}
+
+/* p, g, buf: [n]; d = g + wd * p; buf = mu * buf + d;
+ * p -= lr * (nesterov ? d + mu * buf : buf) */
+static void sgd_momentum_update(float *restrict p, const float *restrict g,
+                                float *restrict buf, int64_t n, const step_scalars *s)
+{
+    const float lr = s->lr, wd = s->weight_decay, mu = s->momentum;
+    const bool nesterov = s->nesterov;
+#pragma omp parallel for simd schedule(static) if (n >= OPTIM_PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float d = g[i] + wd * p[i];
+        buf[i] = mu * buf[i] + d;
+        p[i] -= lr * (nesterov ? d + mu * buf[i] : buf[i]);
+    }
+}
+
+/* p, g, m, v: [n]; d = g + l2 * p; m, v = moving averages of d, d^2;
+ * p = p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps) */
+static void adam_update(float *restrict p, const float *restrict g, float *restrict m,
+                        float *restrict v, int64_t n, const step_scalars *s)
+{
+    const float b1 = s->beta1, b2 = s->beta2, eps = s->eps, l2 = s->l2;
+    const float step_size = s->step_size, bc2_sqrt = s->bc2_sqrt, decay = s->decay;
+#pragma omp parallel for simd schedule(static) if (n >= OPTIM_PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float d = g[i] + l2 * p[i];
+        m[i] = b1 * m[i] + (1.0f - b1) * d;
+        v[i] = b2 * v[i] + (1.0f - b2) * d * d;
+        p[i] = p[i] * decay - step_size * m[i] / (sqrtf(v[i]) / bc2_sqrt + eps);
+    }
+}
+
+/* Scalars in double, as PyTorch computes them in Python, then rounded once. */
+static step_scalars make_scalars(const sc_optim_config *c, double lr, int64_t t)
+{
+    step_scalars s = {
+        .lr = (float)lr,
+        .weight_decay = (float)c->weight_decay,
+        .momentum = (float)c->momentum,
+        .nesterov = c->nesterov,
+        .beta1 = (float)c->beta1,
+        .beta2 = (float)c->beta2,
+        .eps = (float)c->eps,
+        .step_size = (float)(lr / (1.0 - pow(c->beta1, (double)t))),
+        .bc2_sqrt = (float)sqrt(1.0 - pow(c->beta2, (double)t)),
+        .decay = c->kind == SC_OPTIM_ADAMW ? (float)(1.0 - lr * c->weight_decay) : 1.0f,
+        .l2 = c->kind == SC_OPTIM_ADAM ? (float)c->weight_decay : 0.0f,
+    };
+    return s;
+}
+
+/* Updates the flat range [off, off + n), which holds trainable parameters. */
+static void update_range(sc_optim *opt, int64_t off, int64_t n, const step_scalars *s)
+{
+    float *p = sc_params_values(opt->params) + off;
+    const float *g = sc_params_grads(opt->params) + off;
+    if (opt->config.kind != SC_OPTIM_SGD)
+        adam_update(p, g, opt->buffers[0] + off, opt->buffers[1] + off, n, s);
+    else if (opt->nstate)
+        sgd_momentum_update(p, g, opt->buffers[0] + off, n, s);
+    else
+        sgd_update(p, g, n, s);
+}
+
+sc_status sc_optim_step(sc_optim *opt, double lr)
+{
+    if (!isfinite(lr))
+        return sc_error_set(SC_ERR_NUMERIC, "%s step: learning rate %g is not finite",
+                            sc_optim_kind_name(opt->config.kind), lr);
+    opt->steps++;
+    step_scalars s = make_scalars(&opt->config, lr, opt->steps);
+    /* Adjacent trainable parameters are contiguous in the flat buffers:
+     * each maximal run of them is one pass. */
+    const sc_params *ps = opt->params;
+    int count = sc_params_count(ps);
+    for (int i = 0; i < count;) {
+        if (!(sc_params_at(ps, i)->flags & SC_TENSOR_REQUIRES_GRAD)) {
+            i++;
+            continue;
+        }
+        int64_t off = sc_params_offset(ps, i), n = 0;
+        for (; i < count && (sc_params_at(ps, i)->flags & SC_TENSOR_REQUIRES_GRAD); i++)
+            n += sc_params_at(ps, i)->numel;
+        update_range(opt, off, n, &s);
+    }
+    return SC_OK;
+}
+
+int64_t sc_optim_steps(const sc_optim *opt) { return opt->steps; }
+
+void sc_optim_set_steps(sc_optim *opt, int64_t steps) { opt->steps = steps; }
+
+int sc_optim_state_count(const sc_optim *opt) { return opt->nstate; }
+
+sc_tensor *sc_optim_state_at(sc_optim *opt, int i)
+{
+    if (i < 0 || i >= opt->nstate)
+        return NULL;
+    return &opt->state[i];
+}

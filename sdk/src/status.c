@@ -7,6 +7,7 @@
 enum { SC_ERROR_MESSAGE_MAX = 1024 };
 
 static _Thread_local char error_message[SC_ERROR_MESSAGE_MAX];
+static _Thread_local sc_status error_code;
 
 sc_status sc_error_set(sc_status code, const char *fmt, ...)
 {
@@ -14,6 +15,7 @@ sc_status sc_error_set(sc_status code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(error_message, sizeof error_message, fmt, ap);
     va_end(ap);
+    error_code = code;
     return code;
 }
 
@@ -30,12 +32,19 @@ sc_status sc_error_wrap(sc_status code, const char *fmt, ...)
     old[sizeof old - 1] = '\0';
     snprintf(error_message, sizeof error_message, "%s: %s", prefix,
              old[0] ? old : sc_status_name(code));
+    error_code = code;
     return code;
 }
 
 const char *sc_error_message(void) { return error_message; }
 
-void sc_error_clear(void) { error_message[0] = '\0'; }
+sc_status sc_error_code(void) { return error_code; }
+
+void sc_error_clear(void)
+{
+    error_message[0] = '\0';
+    error_code = SC_OK;
+}
 
 const char *sc_status_name(sc_status status)
 {

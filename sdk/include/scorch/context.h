@@ -65,6 +65,11 @@ sc_tensor *sc_tensor_new(sc_ctx *ctx, sc_dtype dtype, int ndim,
 sc_tensor *sc_tensor_zeros(sc_ctx *ctx, sc_dtype dtype, int ndim,
                            const int64_t *shape);
 
+/* Threads the CPU backend computes with (OpenMP loops and OpenBLAS);
+ * 0 means one per core. Call before training, not during a step. */
+void sc_cpu_set_threads(int threads);
+int sc_cpu_threads(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -54,7 +54,8 @@ int64_t sc_optim_steps(const sc_optim *opt);
 void sc_optim_set_steps(sc_optim *opt, int64_t steps);
 
 /* State buffers for checkpoints: 1-D f32 tensors of sc_params_numel()
- * elements, named "momentum", "exp_avg", "exp_avg_sq". */
+ * elements: "momentum" (SGD with momentum; plain SGD has none),
+ * "exp_avg" and "exp_avg_sq" (Adam, AdamW). */
 int sc_optim_state_count(const sc_optim *opt);
 sc_tensor *sc_optim_state_at(sc_optim *opt, int i);
 

@@ -113,11 +113,14 @@ typedef struct sc_model_plugin {
     sc_status (*socket_criterion)(void *net, sc_ctx *ctx, const sc_tensor_list *outputs,
                                   const sc_tensor_list *targets, sc_tensor **loss);
     /* metrics: adds this batch's numerators and denominators to `metrics`
-     * (scorch/metrics.h); must include socket_main_metric. */
+     * (scorch/metrics.h); must include the main metric. */
     sc_status (*socket_metrics)(void *net, const sc_tensor_list *outputs,
                                 const sc_tensor_list *targets, sc_metrics *metrics);
-    const char *socket_main_metric; /* picks the best checkpoint */
-    sc_metric_mode socket_main_metric_mode;
+    /* main_metric: the name of the metric that picks the best checkpoint
+     * (and drives a plateau schedule), with *mode saying whether higher or
+     * lower is better. A function of the network, since it may depend on
+     * how it was created (a classifier or a regressor). */
+    const char *(*socket_main_metric)(void *net, sc_metric_mode *mode);
     /* Optional (NULL: every parameter trains). False freezes a parameter. */
     bool (*socket_param_trains)(void *net, const char *param_name);
 } sc_model_plugin;

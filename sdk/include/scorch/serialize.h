@@ -48,6 +48,10 @@ bool sc_ckpt_has(const sc_ckpt *ck, const char *name);
  * dtype and shape: a mismatch or a missing name is an error naming both. */
 sc_status sc_ckpt_read_tensor(const sc_ckpt *ck, const char *name, sc_tensor *dst);
 
+/* A read-only view of the named tensor (its data lives in ck), or NULL
+ * when absent or a blob. */
+const sc_tensor *sc_ckpt_tensor(const sc_ckpt *ck, const char *name);
+
 /* The named blob's bytes (owned by ck), or NULL when absent. */
 const void *sc_ckpt_blob(const sc_ckpt *ck, const char *name, size_t *size);
 

@@ -38,6 +38,10 @@ sc_status sc_error_wrap(sc_status code, const char *fmt, ...)
 /* The calling thread's last message; "" when none. Valid until the next
  * sc_error_set/wrap/clear on this thread. */
 const char *sc_error_message(void);
+
+/* The code of the calling thread's last sc_error_set/wrap (SC_OK after
+ * sc_error_clear): what a plugin returns after an op gave NULL. */
+sc_status sc_error_code(void);
 void sc_error_clear(void);
 
 /* "invalid argument", "I/O error", ... */

@@ -1,4 +1,7 @@
 /* The CPU backend's kernel table: every op in the registry. */
+#include <cblas.h>
+#include <omp.h>
+
 #include "cpu.h"
 
 static const sc_kernel *const cpu_kernels[SC_OP_COUNT] = {
@@ -13,3 +16,13 @@ const sc_kernel *sc_backend_kernel(sc_device_kind kind, sc_op_id op)
         return NULL;
     return kind == SC_DEVICE_CPU ? cpu_kernels[op] : NULL;
 }
+
+void sc_cpu_set_threads(int threads)
+{
+    if (threads <= 0)
+        threads = omp_get_num_procs();
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+}
+
+int sc_cpu_threads(void) { return omp_get_max_threads(); }

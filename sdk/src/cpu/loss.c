@@ -1,1 +1,300 @@
-/* being written this session */
+/* CPU kernels for softmax, log_softmax, cross-entropy, mse, sum and mean.
+ * Row-wise ops run their rows in parallel; reductions to a scalar add
+ * fixed chunks in a fixed order, so results do not depend on the thread
+ * count. */
+#include <math.h>
+
+#include "cpu.h"
+
+enum { CHUNK = 8192, MAX_CHUNKS = 64 };
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* ---------------------------------------------------------------------
+ * Rows: x [R, C] with C the last dimension. */
+
+typedef struct row_exp_sum {
+    float max;
+    float sum; /* of exp(x - max) */
+} row_exp_sum;
+
+/* e [C] = exp(x - max x); the max keeps every exponent <= 0. */
+static row_exp_sum row_exp(const float *restrict x, float *restrict e, int64_t c)
+{
+    row_exp_sum r = {x[0], 0.0f};
+    for (int64_t j = 1; j < c; j++)
+        r.max = x[j] > r.max ? x[j] : r.max;
+    for (int64_t j = 0; j < c; j++) {
+        e[j] = expf(x[j] - r.max);
+        r.sum += e[j];
+    }
+    return r;
+}
+
+static int64_t last_dim(const sc_tensor *t) { return t->shape[t->ndim - 1]; }
+
+static int64_t row_count(const sc_tensor *t)
+{
+    int64_t c = last_dim(t);
+    return c > 0 ? t->numel / c : 0;
+}
+
+/* y [R, C] = exp(x) / sum_C exp(x) */
+static sc_status softmax_forward(sc_node *node)
+{
+    const float *x = sc_tensor_f32(node->in[0]);
+    float *y = sc_tensor_f32(node->out);
+    int64_t rows = row_count(node->out), c = last_dim(node->out);
+#pragma omp parallel for schedule(static) if (rows * c > SC_CPU_PAR_MIN)
+    for (int64_t i = 0; i < rows; i++) {
+        float *yi = y + i * c;
+        float inv = 1.0f / row_exp(x + i * c, yi, c).sum;
+        for (int64_t j = 0; j < c; j++)
+            yi[j] *= inv;
+    }
+    return SC_OK;
+}
+
+/* gx = y (g - sum_C g y) */
+static sc_status softmax_backward(sc_node *node, const sc_tensor *gy, sc_tensor *const *gin)
+{
+    const float *y = sc_tensor_f32(node->out), *g = sc_tensor_f32(gy);
+    float *gx = sc_tensor_f32(gin[0]);
+    int64_t rows = row_count(gy), c = last_dim(gy);
+#pragma omp parallel for schedule(static) if (rows * c > SC_CPU_PAR_MIN)
+    for (int64_t i = 0; i < rows; i++) {
+        const float *yi = y + i * c, *gi = g + i * c;
+        float dot = 0.0f;
+        for (int64_t j = 0; j < c; j++)
+            dot += gi[j] * yi[j];
+        for (int64_t j = 0; j < c; j++)
+            gx[i * c + j] += yi[j] * (gi[j] - dot);
+    }
+    return SC_OK;
+}
+
+/* y [R, C] = (x - max) - log sum_C exp(x - max) */
+static sc_status log_softmax_forward(sc_node *node)
+{
+    const float *x = sc_tensor_f32(node->in[0]);
+    float *y = sc_tensor_f32(node->out);
+    int64_t rows = row_count(node->out), c = last_dim(node->out);
+#pragma omp parallel for schedule(static) if (rows * c > SC_CPU_PAR_MIN)
+    for (int64_t i = 0; i < rows; i++) {
+        const float *xi = x + i * c;
+        float *yi = y + i * c;
+        row_exp_sum r = row_exp(xi, yi, c); /* yi as scratch */
+        float log_sum = logf(r.sum);
+        for (int64_t j = 0; j < c; j++) /* (x - max) first: exact for large x */
+            yi[j] = (xi[j] - r.max) - log_sum;
+    }
+    return SC_OK;
+}
+
+/* gx = g - exp(y) sum_C g */
+static sc_status log_softmax_backward(sc_node *node, const sc_tensor *gy,
+                                      sc_tensor *const *gin)
+{
+    const float *y = sc_tensor_f32(node->out), *g = sc_tensor_f32(gy);
+    float *gx = sc_tensor_f32(gin[0]);
+    int64_t rows = row_count(gy), c = last_dim(gy);
+#pragma omp parallel for schedule(static) if (rows * c > SC_CPU_PAR_MIN)
+    for (int64_t i = 0; i < rows; i++) {
+        const float *yi = y + i * c, *gi = g + i * c;
+        float gsum = 0.0f;
+        for (int64_t j = 0; j < c; j++)
+            gsum += gi[j];
+        for (int64_t j = 0; j < c; j++)
+            gx[i * c + j] += gi[j] - expf(yi[j]) * gsum;
+    }
+    return SC_OK;
+}
+
+/* ---------------------------------------------------------------------
+ * Cross-entropy of logits z [N, C] against class indices t [N], with label
+ * smoothing s: the target distribution is q = (1 - s) onehot(t) + s / C, and
+ * loss_n = sum_c q_c (lse_n - z_nc) = lse_n - (1 - s) z_nt - s/C sum_c z_nc.
+ * Forward saves the probabilities p [N, C] for backward:
+ * gz = g / N (p - q). */
+
+static sc_status check_targets(const sc_tensor *t, int64_t c)
+{
+    for (int64_t i = 0; i < t->numel; i++) {
+        int64_t k = sc_tensor_get_int(t, i);
+        if (k < 0 || k >= c)
+            return sc_error_set(SC_ERR_INVALID, "cross_entropy: target %lld of sample %lld "
+                                "is outside 0..%lld (%lld classes)", (long long)k,
+                                (long long)i, (long long)c - 1, (long long)c);
+    }
+    return SC_OK;
+}
+
+static sc_status cross_entropy_forward(sc_node *node)
+{
+    const sc_tensor *zt = node->in[0], *t = node->in[1];
+    int64_t n = zt->shape[0], c = zt->shape[1];
+    float s = node->params.cross_entropy.label_smoothing;
+    SC_TRY(check_targets(t, c));
+    sc_tensor *pt = sc_tensor_new(node->ctx, SC_F32, 2, zt->shape);
+    double *row_loss = sc_ctx_alloc(node->ctx, (size_t)n * sizeof *row_loss);
+    if (!pt || !row_loss)
+        return SC_ERR_NOMEM;
+    node->saved[0] = pt;
+    const float *z = sc_tensor_f32(zt);
+    float *p = sc_tensor_f32(pt);
+#pragma omp parallel for schedule(static) if (n * c > SC_CPU_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        const float *zi = z + i * c;
+        float *pi = p + i * c;
+        row_exp_sum r = row_exp(zi, pi, c);
+        float inv = 1.0f / r.sum, zsum = 0.0f;
+        for (int64_t j = 0; j < c; j++) {
+            pi[j] *= inv;
+            zsum += zi[j];
+        }
+        double lse = (double)r.max + log((double)r.sum);
+        row_loss[i] = lse - (1.0 - s) * zi[sc_tensor_get_int(t, i)] - (double)s / c * zsum;
+    }
+    double total = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        total += row_loss[i];
+    sc_tensor_f32(node->out)[0] = (float)(total / (double)n); /* N = 0: NaN */
+    return SC_OK;
+}
+
+static sc_status cross_entropy_backward(sc_node *node, const sc_tensor *gl,
+                                        sc_tensor *const *gin)
+{
+    if (!gin[0])
+        return SC_OK;
+    const sc_tensor *t = node->in[1];
+    const float *p = sc_tensor_f32(node->saved[0]);
+    float *gz = sc_tensor_f32(gin[0]);
+    int64_t n = node->in[0]->shape[0], c = node->in[0]->shape[1];
+    float s = node->params.cross_entropy.label_smoothing;
+    float k = sc_tensor_f32(gl)[0] / (float)n, off = s / (float)c;
+#pragma omp parallel for schedule(static) if (n * c > SC_CPU_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        const float *pi = p + i * c;
+        float *gi = gz + i * c;
+        for (int64_t j = 0; j < c; j++)
+            gi[j] += k * (pi[j] - off);
+        gi[sc_tensor_get_int(t, i)] -= k * (1.0f - s);
+    }
+    return SC_OK;
+}
+
+/* ---------------------------------------------------------------------
+ * Reductions to a scalar. */
+
+/* The sum over [lo, hi) of x, or of (x - t)^2 when t is given. Eight
+ * double lanes keep the loop vectorisable, accurate and in a fixed order. */
+ALWAYS_INLINE double lane_sum(const float *x, const float *t, int64_t lo, int64_t hi)
+{
+    double lane[8] = {0};
+    int64_t i = lo;
+    for (; i + 8 <= hi; i += 8)
+        for (int l = 0; l < 8; l++) {
+            double d = t ? (double)x[i + l] - t[i + l] : x[i + l];
+            lane[l] += t ? d * d : d;
+        }
+    double sum = 0.0;
+    for (; i < hi; i++) {
+        double d = t ? (double)x[i] - t[i] : x[i];
+        sum += t ? d * d : d;
+    }
+    for (int l = 0; l < 8; l++)
+        sum += lane[l];
+    return sum;
+}
+
+/* sum_[0, n) of x (t NULL) or of (x - t)^2, over at most MAX_CHUNKS
+ * chunks computed in parallel and added in order. */
+static double reduce_sum(const float *x, const float *t, int64_t n)
+{
+    int64_t chunk = (n + MAX_CHUNKS - 1) / MAX_CHUNKS;
+    chunk = chunk > CHUNK ? chunk : CHUNK;
+    int64_t chunks = (n + chunk - 1) / chunk;
+    double part[MAX_CHUNKS];
+#pragma omp parallel for schedule(static) if (n > SC_CPU_PAR_MIN)
+    for (int64_t k = 0; k < chunks; k++) {
+        int64_t lo = k * chunk, hi = lo + chunk < n ? lo + chunk : n;
+        /* two inlined copies: the plain sum has no t branches */
+        part[k] = t ? lane_sum(x, t, lo, hi) : lane_sum(x, NULL, lo, hi);
+    }
+    double sum = 0.0;
+    for (int64_t k = 0; k < chunks; k++)
+        sum += part[k];
+    return sum;
+}
+
+/* gx [n] += k */
+static void add_scalar(float *gx, float k, int64_t n)
+{
+#pragma omp parallel for schedule(static) if (n > SC_CPU_PAR_MIN)
+    for (int64_t i = 0; i < n; i++)
+        gx[i] += k;
+}
+
+/* loss = mean (pred - target)^2 */
+static sc_status mse_forward(sc_node *node)
+{
+    const sc_tensor *p = node->in[0];
+    double sse = reduce_sum(sc_tensor_f32(p), sc_tensor_f32(node->in[1]), p->numel);
+    sc_tensor_f32(node->out)[0] = (float)(sse / (double)p->numel);
+    return SC_OK;
+}
+
+/* gpred += 2 g / n (pred - target);  gtarget -= the same */
+static sc_status mse_backward(sc_node *node, const sc_tensor *gl, sc_tensor *const *gin)
+{
+    const float *p = sc_tensor_f32(node->in[0]), *t = sc_tensor_f32(node->in[1]);
+    int64_t n = node->in[0]->numel;
+    float k = 2.0f * sc_tensor_f32(gl)[0] / (float)n;
+    float *gp = gin[0] ? sc_tensor_f32(gin[0]) : NULL;
+    float *gt = gin[1] ? sc_tensor_f32(gin[1]) : NULL;
+#pragma omp parallel for schedule(static) if (n > SC_CPU_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float d = k * (p[i] - t[i]);
+        if (gp)
+            gp[i] += d;
+        if (gt)
+            gt[i] -= d;
+    }
+    return SC_OK;
+}
+
+static sc_status sum_forward(sc_node *node)
+{
+    const sc_tensor *x = node->in[0];
+    sc_tensor_f32(node->out)[0] = (float)reduce_sum(sc_tensor_f32(x), NULL, x->numel);
+    return SC_OK;
+}
+
+static sc_status sum_backward(sc_node *node, const sc_tensor *gl, sc_tensor *const *gin)
+{
+    add_scalar(sc_tensor_f32(gin[0]), sc_tensor_f32(gl)[0], gin[0]->numel);
+    return SC_OK;
+}
+
+static sc_status mean_forward(sc_node *node)
+{
+    const sc_tensor *x = node->in[0];
+    double sum = reduce_sum(sc_tensor_f32(x), NULL, x->numel);
+    sc_tensor_f32(node->out)[0] = (float)(sum / (double)x->numel); /* empty: NaN */
+    return SC_OK;
+}
+
+static sc_status mean_backward(sc_node *node, const sc_tensor *gl, sc_tensor *const *gin)
+{
+    int64_t n = gin[0]->numel;
+    add_scalar(sc_tensor_f32(gin[0]), sc_tensor_f32(gl)[0] / (float)n, n);
+    return SC_OK;
+}
+
+const sc_kernel sc_cpu_kernel_softmax = {softmax_forward, softmax_backward};
+const sc_kernel sc_cpu_kernel_log_softmax = {log_softmax_forward, log_softmax_backward};
+const sc_kernel sc_cpu_kernel_cross_entropy = {cross_entropy_forward, cross_entropy_backward};
+const sc_kernel sc_cpu_kernel_mse = {mse_forward, mse_backward};
+const sc_kernel sc_cpu_kernel_sum = {sum_forward, sum_backward};
+const sc_kernel sc_cpu_kernel_mean = {mean_forward, mean_backward};

@@ -1,1 +1,64 @@
-/* being written this session */
+/* reshape (a view) and flatten: descriptor and public entry points. */
+#include <string.h>
+
+#include "../op.h"
+#include "scorch/ops.h"
+
+/* Resolves the one allowed -1 and checks the element count. */
+static sc_status infer_reshape(const sc_node *node, sc_tensor *out)
+{
+    const sc_tensor *x = node->in[0];
+    const sc_reshape_params *r = &node->params.reshape;
+    char sx[64], sr[64];
+    if (r->ndim < 0 || r->ndim > SC_MAX_DIMS)
+        return sc_error_set(SC_ERR_INVALID, "reshape: rank %d outside 0..%d", r->ndim,
+                            SC_MAX_DIMS);
+    int64_t shape[SC_MAX_DIMS], known = 1; /* product of the given sizes */
+    int infer_at = -1;
+    for (int d = 0; d < r->ndim; d++) {
+        shape[d] = r->shape[d];
+        if (shape[d] == -1 && infer_at < 0)
+            infer_at = d;
+        else if (shape[d] < 0)
+            return sc_error_set(SC_ERR_INVALID, "reshape: bad shape %s (one -1 at most, "
+                                "no other negative sizes)",
+                                sc_shape_str(r->ndim, r->shape, sr, sizeof sr));
+        else
+            known *= shape[d];
+    }
+    if (infer_at >= 0)
+        shape[infer_at] = known > 0 ? x->numel / known : -1; /* -1: ambiguous */
+    int64_t total = 1;
+    for (int d = 0; d < r->ndim; d++)
+        total *= shape[d];
+    if (total != x->numel || (infer_at >= 0 && known == 0))
+        return sc_error_set(SC_ERR_INVALID, "reshape: cannot view %s (%lld elements) as %s",
+                            sc_shape_str(x->ndim, x->shape, sx, sizeof sx),
+                            (long long)x->numel,
+                            sc_shape_str(r->ndim, r->shape, sr, sizeof sr));
+    return sc_tensor_init(out, x->dtype, r->ndim, shape);
+}
+
+const sc_op_desc sc_op_desc_reshape = {"reshape", 1, 1, SC_OPF_VIEW, infer_reshape};
+
+sc_tensor *sc_reshape(sc_ctx *ctx, sc_tensor *x, int ndim, const int64_t *shape)
+{
+    sc_op_params params = {.reshape = {.ndim = ndim}};
+    if (ndim > 0 && ndim <= SC_MAX_DIMS)
+        memcpy(params.reshape.shape, shape, (size_t)ndim * sizeof *shape);
+    return sc_op_run(ctx, SC_OP_RESHAPE, 1, (sc_tensor *[]){x}, &params);
+}
+
+sc_tensor *sc_flatten(sc_ctx *ctx, sc_tensor *x)
+{
+    if (!x)
+        return NULL;
+    if (x->ndim < 1) {
+        sc_error_set(SC_ERR_INVALID, "flatten: needs [N, ...], got a scalar");
+        return NULL;
+    }
+    int64_t rest = 1;
+    for (int d = 1; d < x->ndim; d++)
+        rest *= x->shape[d];
+    return sc_reshape(ctx, x, 2, (int64_t[]){x->shape[0], rest});
+}

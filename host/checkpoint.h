@@ -1,0 +1,50 @@
+/* checkpoint.h — what a training checkpoint holds and how it is restored.
+ *
+ * Entries (scorch/serialize.h container): "param/<name>" for every
+ * parameter, "optim/<state>" for the optimizer's flat state, a "trainer"
+ * blob (text, one `key value` per line: position, lr, schedule state, best
+ * metric, the running sums of a half-done train epoch), a "config" blob
+ * (the resolved config.ini) and a "model" blob (the model plugin's name).
+ * Together they make resuming give the same result as never stopping.
+ */
+#ifndef SCORCH_HOST_CHECKPOINT_H
+#define SCORCH_HOST_CHECKPOINT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "scorch/scorch.h"
+
+/* The trainer's position and the state that is not a tensor. */
+typedef struct sc_train_state {
+    int epoch;              /* 1-based epoch in progress, or next to run */
+    int64_t next_batch;     /* train batch of `epoch` to run next */
+    int64_t step;           /* optimizer steps taken */
+    uint64_t seed;
+    double base_lr;         /* --lr, or what a hook set */
+    sc_schedule schedule;
+    bool has_best;
+    double best_metric;
+    int best_epoch;
+    /* Sums of the train phase of `epoch` up to next_batch. */
+    double loss_sum;
+    int64_t samples;
+    double train_seconds;
+} sc_train_state;
+
+/* Writes a checkpoint atomically (temporary file, fsync, rename). */
+sc_status sc_checkpoint_save(const char *path, const sc_params *params, sc_optim *opt,
+                             const sc_train_state *state, const sc_metrics *train_sums,
+                             const char *config_text, const char *model_name);
+
+/* Restores parameters and, when opt/state/train_sums are not NULL, the
+ * rest. The file's model name must equal model_name and every parameter
+ * must be present with the same shape; errors name the file. */
+sc_status sc_checkpoint_load(const char *path, sc_params *params, sc_optim *opt,
+                             sc_train_state *state, sc_metrics *train_sums,
+                             const char *model_name);
+
+/* The resolved config text saved in a checkpoint (caller frees). */
+sc_status sc_checkpoint_config(const char *path, char **config_text);
+
+#endif

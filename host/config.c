@@ -1,0 +1,906 @@
+/* config.c — the option table and everything it drives: the defaults, the
+ * command line, INI files, --help and the resolved config.ini.
+ *
+ * Every option is one row of `options`; nothing else lists options. A
+ * value always travels as text in INI notation (flags "true"/"false") and
+ * goes through opt_set, whether it comes from the row's default, an INI
+ * line or the command line, so all three are validated alike. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ini.h>
+
+#include "scorch/plugin.h"
+
+
+#define ARRAY_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+typedef enum opt_type {
+    OPT_STRING,
+    OPT_INT,
+    OPT_INT64,
+    OPT_UINT64,
+    OPT_DOUBLE,
+    OPT_FLAG,          /* bool: no value on the command line, true/false in INI */
+    OPT_OPTIONAL_PATH, /* --resume [PATH]: a flag that may carry a path */
+    OPT_CONFIG,        /* --config FILE: a string, command line only */
+    OPT_HELP,          /* actions: command line only, nothing stored */
+    OPT_VERSION,
+} opt_type;
+
+typedef enum opt_bound {
+    BOUND_NONE,
+    BOUND_NONNEG,
+    BOUND_POSITIVE,
+    BOUND_ONE,
+    BOUND_UNIT,      /* [0, 1) */
+    BOUND_OPEN_UNIT, /* (0, 1) */
+} opt_bound;
+
+static const char *const bound_text[] = {
+    [BOUND_NONE] = "", [BOUND_NONNEG] = ">= 0", [BOUND_POSITIVE] = "> 0",
+    [BOUND_ONE] = ">= 1", [BOUND_UNIT] = "in [0, 1)", [BOUND_OPEN_UNIT] = "in (0, 1)",
+};
+
+typedef enum opt_group {
+    GROUP_PLUGINS,
+    GROUP_TRAINING,
+    GROUP_OPTIMIZER,
+    GROUP_SCHEDULE,
+    GROUP_DEVICES,
+    GROUP_RUN,
+    GROUP_EVAL,
+    GROUP_GENERAL,
+} opt_group;
+
+static const char *const group_title[] = {
+    [GROUP_PLUGINS] = "Plugins and data",
+    [GROUP_TRAINING] = "Epochs and batches",
+    [GROUP_OPTIMIZER] = "Optimizer",
+    [GROUP_SCHEDULE] = "Learning-rate schedule",
+    [GROUP_DEVICES] = "Data loading and devices",
+    [GROUP_RUN] = "Run directory and checkpoints",
+    [GROUP_EVAL] = "Evaluation",
+    [GROUP_GENERAL] = "General",
+};
+
+typedef struct config_option {
+    const char *name;       /* --name on the command line, `name =` in INI */
+    opt_type type;
+    size_t offset, size;    /* the field in sc_config */
+    size_t flag_offset;     /* OPT_OPTIONAL_PATH: its bool "given" field */
+    const char *def;        /* the default, as option text */
+    const char *shown_def;  /* what --help shows when `def` is not telling */
+    const char *arg;        /* --help's placeholder for the value */
+    const char *choices;    /* "a|b|c": the only values accepted */
+    opt_bound bound;        /* numbers only */
+    sc_status (*check)(const char *value); /* further validation of text */
+    unsigned programs;      /* sc_program mask: where the option exists */
+    unsigned required;      /* sc_program mask: where it must be set */
+    bool inherited;         /* scorch-test takes it from the checkpoint when unset */
+    opt_group group;
+    const char *help;
+} config_option;
+
+#define TRAIN SC_PROGRAM_TRAIN
+#define TEST SC_PROGRAM_TEST
+#define BOTH (SC_PROGRAM_TRAIN | SC_PROGRAM_TEST)
+
+#define CFG_MEMBER(f) (((sc_config *)0)->f)
+#define AS(t, f) .type = (t), .offset = offsetof(sc_config, f), .size = sizeof CFG_MEMBER(f)
+/* The type follows the field, so the table cannot disagree with sc_config. */
+#define FIELD(f)                                                                \
+    AS(_Generic(CFG_MEMBER(f), char *: OPT_STRING, int: OPT_INT, int64_t: OPT_INT64, \
+                uint64_t: OPT_UINT64, double: OPT_DOUBLE, bool: OPT_FLAG),        \
+       f)
+
+static sc_status check_device(const char *value);
+
+static const config_option options[] = {
+    {.name = "model", FIELD(model), .def = "", .arg = "PATH", .programs = BOTH,
+     .required = TRAIN, .inherited = true, .group = GROUP_PLUGINS, .help = "model plugin (.so)"},
+    {.name = "model-args", FIELD(model_args), .def = "", .arg = "K=V,...", .programs = BOTH,
+     .inherited = true, .group = GROUP_PLUGINS, .help = "arguments for the model plugin"},
+    {.name = "dataset", FIELD(dataset), .def = "", .arg = "PATH", .programs = BOTH,
+     .required = TRAIN, .inherited = true, .group = GROUP_PLUGINS, .help = "dataset plugin (.so)"},
+    {.name = "dataset-path", FIELD(dataset_path), .def = "", .arg = "PATH", .programs = BOTH,
+     .inherited = true, .group = GROUP_PLUGINS, .help = "where the dataset plugin finds its data"},
+    {.name = "dataset-args", FIELD(dataset_args), .def = "", .arg = "K=V,...", .programs = BOTH,
+     .inherited = true, .group = GROUP_PLUGINS, .help = "arguments for the dataset plugin"},
+    {.name = "hooks", FIELD(hooks), .def = "", .arg = "PATH", .programs = BOTH,
+     .group = GROUP_PLUGINS, .help = "an extra plugin that exports scorch_hooks"},
+
+    {.name = "epochs", FIELD(epochs), .def = "10", .arg = "N", .bound = BOUND_ONE,
+     .programs = TRAIN, .group = GROUP_TRAINING, .help = "epochs to train"},
+    {.name = "max-train-iterations", FIELD(max_train_iterations), .def = "0", .arg = "N",
+     .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_TRAINING,
+     .help = "train batches per epoch, 0 for all"},
+    {.name = "max-valid-iterations", FIELD(max_valid_iterations), .def = "0", .arg = "N",
+     .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_TRAINING,
+     .help = "validation batches per epoch, 0 for all"},
+    {.name = "max-test-iterations", FIELD(max_test_iterations), .def = "0", .arg = "N",
+     .bound = BOUND_NONNEG, .programs = BOTH, .group = GROUP_TRAINING,
+     .help = "test batches (scorch-train: after the last epoch), 0 for all"},
+    {.name = "validate-on-train", FIELD(validate_on_train), .def = "false", .programs = TRAIN,
+     .group = GROUP_TRAINING, .help = "also evaluate the train split after each epoch"},
+
+    {.name = "optimizer", FIELD(optimizer), .def = "adam", .choices = "sgd|adam|adamw",
+     .programs = TRAIN, .group = GROUP_OPTIMIZER, .help = "optimizer"},
+    {.name = "lr", FIELD(lr), .def = "1e-3", .arg = "X", .bound = BOUND_POSITIVE,
+     .programs = TRAIN, .group = GROUP_OPTIMIZER, .help = "base learning rate"},
+    {.name = "weight-decay", FIELD(weight_decay), .def = "0", .arg = "X",
+     .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_OPTIMIZER,
+     .help = "weight decay (decoupled for adamw)"},
+    {.name = "momentum", FIELD(momentum), .def = "0.9", .arg = "X", .bound = BOUND_UNIT,
+     .programs = TRAIN, .group = GROUP_OPTIMIZER, .help = "sgd: momentum"},
+    {.name = "nesterov", FIELD(nesterov), .def = "false", .programs = TRAIN,
+     .group = GROUP_OPTIMIZER, .help = "sgd: Nesterov momentum"},
+    {.name = "beta1", FIELD(beta1), .def = "0.9", .arg = "X", .bound = BOUND_UNIT,
+     .programs = TRAIN, .group = GROUP_OPTIMIZER, .help = "adam, adamw: first-moment decay"},
+    {.name = "beta2", FIELD(beta2), .def = "0.999", .arg = "X", .bound = BOUND_UNIT,
+     .programs = TRAIN, .group = GROUP_OPTIMIZER, .help = "adam, adamw: second-moment decay"},
+    {.name = "eps", FIELD(eps), .def = "1e-8", .arg = "X", .bound = BOUND_POSITIVE,
+     .programs = TRAIN, .group = GROUP_OPTIMIZER, .help = "adam, adamw: denominator epsilon"},
+
+    {.name = "lr-schedule", FIELD(lr_schedule), .def = "constant",
+     .choices = "constant|step|cosine|plateau", .programs = TRAIN, .group = GROUP_SCHEDULE,
+     .help = "learning-rate schedule"},
+    {.name = "warmup-steps", FIELD(warmup_steps), .def = "0", .arg = "N",
+     .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_SCHEDULE,
+     .help = "linear warm-up from 0 to --lr over N steps"},
+    {.name = "lr-step-epochs", FIELD(lr_step_epochs), .def = "30", .arg = "N",
+     .bound = BOUND_ONE, .programs = TRAIN, .group = GROUP_SCHEDULE,
+     .help = "step: multiply the lr by --lr-gamma every N epochs"},
+    {.name = "lr-gamma", FIELD(lr_gamma), .def = "0.1", .arg = "X", .bound = BOUND_POSITIVE,
+     .programs = TRAIN, .group = GROUP_SCHEDULE, .help = "step: decay factor"},
+    {.name = "lr-min", FIELD(lr_min), .def = "0", .arg = "X", .bound = BOUND_NONNEG,
+     .programs = TRAIN, .group = GROUP_SCHEDULE, .help = "cosine: final learning rate"},
+    {.name = "lr-patience", FIELD(lr_patience), .def = "10", .arg = "N",
+     .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_SCHEDULE,
+     .help = "plateau: epochs without improvement before decaying"},
+    {.name = "lr-factor", FIELD(lr_factor), .def = "0.1", .arg = "X",
+     .bound = BOUND_OPEN_UNIT, .programs = TRAIN, .group = GROUP_SCHEDULE,
+     .help = "plateau: decay factor"},
+
+    {.name = "batch-size", FIELD(batch_size), .def = "128", .arg = "N", .bound = BOUND_ONE,
+     .programs = BOTH, .group = GROUP_DEVICES, .help = "samples per batch, per rank"},
+    {.name = "seed", FIELD(seed), .def = "42", .arg = "N", .programs = BOTH,
+     .group = GROUP_DEVICES, .help = "seed for initialisation, shuffling and augmentation"},
+    {.name = "device", FIELD(device), .def = "cpu", .arg = "cpu|cuda[:N]",
+     .check = check_device, .programs = BOTH, .group = GROUP_DEVICES,
+     .help = "compute device"},
+    {.name = "threads", FIELD(threads), .def = "0", .arg = "N", .bound = BOUND_NONNEG,
+     .programs = BOTH, .group = GROUP_DEVICES, .help = "compute threads, 0 for all cores"},
+    {.name = "workers", FIELD(workers), .def = "2", .arg = "N", .bound = BOUND_NONNEG,
+     .programs = BOTH, .group = GROUP_DEVICES,
+     .help = "data-loader threads, 0 to load on the training thread"},
+    {.name = "prefetch", FIELD(prefetch), .def = "4", .arg = "N", .bound = BOUND_ONE,
+     .programs = BOTH, .group = GROUP_DEVICES, .help = "batches the loader prepares ahead"},
+
+    {.name = "run-dir", FIELD(run_dir), .def = "", .shown_def = "runs/<model>-<timestamp>",
+     .arg = "DIR", .programs = TRAIN, .group = GROUP_RUN,
+     .help = "where config.ini, metrics.jsonl and checkpoints go"},
+    {.name = "resume", AS(OPT_OPTIONAL_PATH, resume_path),
+     .flag_offset = offsetof(sc_config, resume), .def = "false", .arg = "[PATH]",
+     .programs = TRAIN, .group = GROUP_RUN,
+     .help = "continue from checkpoint PATH, or from the run directory's last"},
+    {.name = "checkpoint-every", FIELD(checkpoint_every), .def = "0", .arg = "N",
+     .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_RUN,
+     .help = "also checkpoint every N steps, 0 for at epoch ends only"},
+    {.name = "keep-last", FIELD(keep_last), .def = "3", .arg = "N", .bound = BOUND_ONE,
+     .programs = TRAIN, .group = GROUP_RUN,
+     .help = "recent checkpoints kept (the best is kept too)"},
+
+    {.name = "checkpoint", FIELD(checkpoint), .def = "", .arg = "PATH", .programs = TEST,
+     .required = TEST, .group = GROUP_EVAL, .help = "checkpoint to evaluate"},
+    {.name = "split", FIELD(split), .def = "test", .choices = "train|valid|test",
+     .programs = TEST, .group = GROUP_EVAL, .help = "split to evaluate"},
+    {.name = "topk", FIELD(topk), .def = "5", .arg = "K", .bound = BOUND_ONE,
+     .programs = TEST, .group = GROUP_EVAL, .help = "top classes written per sample"},
+    {.name = "predictions", FIELD(predictions), .def = "", .arg = "PATH", .programs = TEST,
+     .group = GROUP_EVAL, .help = "write per-sample predictions to this CSV file"},
+
+    {.name = "config", AS(OPT_CONFIG, config), .def = "", .arg = "FILE", .programs = BOTH,
+     .group = GROUP_GENERAL, .help = "read options from an INI file first (see below)"},
+    {.name = "quiet", FIELD(quiet), .def = "false", .programs = BOTH, .group = GROUP_GENERAL,
+     .help = "print errors and the final summary only"},
+    {.name = "help", .type = OPT_HELP, .programs = BOTH, .group = GROUP_GENERAL,
+     .help = "print this help and exit"},
+    {.name = "version", .type = OPT_VERSION, .programs = BOTH, .group = GROUP_GENERAL,
+     .help = "print the version and exit"},
+};
+
+enum { N_OPTIONS = ARRAY_LEN(options) };
+
+/* ---- names ------------------------------------------------------------ */
+
+const char *sc_program_name(sc_program program)
+{
+    return program == SC_PROGRAM_TEST ? "scorch-test" : "scorch-train";
+}
+
+static const char *program_section(sc_program program)
+{
+    return program == SC_PROGRAM_TEST ? "test" : "train";
+}
+
+/* Optimal string alignment distance: edits, with a swap of two adjacent
+ * characters counting as one ("epoch_ned" is 1 from "epoch_end"). */
+static int edit_distance(const char *a, const char *b)
+{
+    enum { MAX = 64 };
+    size_t m = strlen(a), n = strlen(b);
+    if (m >= MAX || n >= MAX)
+        return INT_MAX;
+    int d[MAX][MAX];
+    for (size_t i = 0; i <= m; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= n; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= m; i++) {
+        for (size_t j = 1; j <= n; j++) {
+            int cost = a[i - 1] != b[j - 1];
+            int best = d[i - 1][j - 1] + cost;
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    }
+    return d[m][n];
+}
+
+const char *sc_name_suggest(const char *word, const char *const *names, int n)
+{
+    const char *best = NULL;
+    int best_d = INT_MAX;
+    for (int i = 0; i < n; i++) {
+        int d = edit_distance(word, names[i]);
+        if (d < best_d) {
+            best = names[i];
+            best_d = d;
+        }
+    }
+    /* One edit per three characters: a typo, not a different word. */
+    return best && (size_t)best_d * 3 <= strlen(word) ? best : NULL;
+}
+
+/* ---- values ----------------------------------------------------------- */
+
+static bool opt_cli_only(const config_option *opt)
+{
+    return opt->type == OPT_CONFIG || opt->type == OPT_HELP || opt->type == OPT_VERSION;
+}
+
+static bool opt_takes_value(const config_option *opt)
+{
+    return opt->type != OPT_FLAG && opt->type != OPT_HELP && opt->type != OPT_VERSION &&
+           opt->type != OPT_OPTIONAL_PATH;
+}
+
+static bool bound_holds(opt_bound bound, double v)
+{
+    switch (bound) {
+    case BOUND_NONE: return true;
+    case BOUND_NONNEG: return v >= 0;
+    case BOUND_POSITIVE: return v > 0;
+    case BOUND_ONE: return v >= 1;
+    case BOUND_UNIT: return v >= 0 && v < 1;
+    case BOUND_OPEN_UNIT: return v > 0 && v < 1;
+    }
+    return false;
+}
+
+static sc_status check_bound(const config_option *opt, const char *text, double v)
+{
+    if (bound_holds(opt->bound, v))
+        return SC_OK;
+    return sc_error_set(SC_ERR_INVALID, "'%s' is out of range (must be %s)", text,
+                        bound_text[opt->bound]);
+}
+
+static sc_status parse_int64(const char *text, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (end == text || *end || isspace((unsigned char)*text))
+        return sc_error_set(SC_ERR_INVALID, "'%s' is not an integer", text);
+    if (errno == ERANGE)
+        return sc_error_set(SC_ERR_INVALID, "'%s' is out of range", text);
+    *out = v;
+    return SC_OK;
+}
+
+static sc_status set_int(const config_option *opt, void *field, const char *text)
+{
+    int64_t v;
+    SC_TRY(parse_int64(text, &v));
+    if (v < INT_MIN || v > INT_MAX)
+        return sc_error_set(SC_ERR_INVALID, "'%s' is out of range", text);
+    SC_TRY(check_bound(opt, text, (double)v));
+    *(int *)field = (int)v;
+    return SC_OK;
+}
+
+static sc_status set_int64(const config_option *opt, void *field, const char *text)
+{
+    int64_t v;
+    SC_TRY(parse_int64(text, &v));
+    SC_TRY(check_bound(opt, text, (double)v));
+    *(int64_t *)field = v;
+    return SC_OK;
+}
+
+static sc_status set_uint64(void *field, const char *text)
+{
+    char *end;
+    errno = 0;
+    /* strtoull would take "-1" as 2^64 - 1. */
+    unsigned long long v = strtoull(text, &end, 10);
+    if (end == text || *end || !isdigit((unsigned char)*text))
+        return sc_error_set(SC_ERR_INVALID, "'%s' is not a non-negative integer", text);
+    if (errno == ERANGE)
+        return sc_error_set(SC_ERR_INVALID, "'%s' is out of range", text);
+    *(uint64_t *)field = v;
+    return SC_OK;
+}
+
+static sc_status set_double(const config_option *opt, void *field, const char *text)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end || isspace((unsigned char)*text))
+        return sc_error_set(SC_ERR_INVALID, "'%s' is not a number", text);
+    if (!isfinite(v))
+        return sc_error_set(SC_ERR_INVALID, "'%s' is not a finite number", text);
+    SC_TRY(check_bound(opt, text, v));
+    *(double *)field = v;
+    return SC_OK;
+}
+
+static bool is_bool_text(const char *text)
+{
+    return strcmp(text, "true") == 0 || strcmp(text, "false") == 0;
+}
+
+static sc_status set_bool(bool *field, const char *text)
+{
+    if (!is_bool_text(text))
+        return sc_error_set(SC_ERR_INVALID, "'%s' is not true or false", text);
+    *field = text[0] == 't';
+    return SC_OK;
+}
+
+static bool in_choices(const char *choices, const char *text)
+{
+    size_t len = strlen(text);
+    for (const char *c = choices; *c;) {
+        size_t n = strcspn(c, "|");
+        if (n == len && strncmp(c, text, n) == 0)
+            return true;
+        c += n + (c[n] == '|');
+    }
+    return false;
+}
+
+static sc_status check_device(const char *value)
+{
+    if (strcmp(value, "cpu") == 0 || strcmp(value, "cuda") == 0)
+        return SC_OK;
+    /* cuda:N is accepted as written; the trainer reports absent devices. */
+    if (strncmp(value, "cuda:", 5) == 0 && value[5] && strspn(value + 5, "0123456789") ==
+                                                           strlen(value + 5))
+        return SC_OK;
+    return sc_error_set(SC_ERR_INVALID, "'%s' is not cpu, cuda or cuda:N", value);
+}
+
+static sc_status set_string(const config_option *opt, char *field, const char *text)
+{
+    size_t len = strlen(text);
+    if (len >= opt->size)
+        return sc_error_set(SC_ERR_INVALID, "value of %zu characters is too long (at most %zu)",
+                            len, opt->size - 1);
+    if (opt->choices && !in_choices(opt->choices, text))
+        return sc_error_set(SC_ERR_INVALID, "'%s' is not one of %s", text, opt->choices);
+    if (opt->check)
+        SC_TRY(opt->check(text));
+    /* strncpy zero-fills the rest, so equal configs are equal bytes. */
+    strncpy(field, text, opt->size);
+    return SC_OK;
+}
+
+/* true/false, or a path (which implies true). */
+static sc_status set_optional_path(const config_option *opt, sc_config *cfg, const char *text)
+{
+    bool *given = (bool *)((char *)cfg + opt->flag_offset);
+    char *path = (char *)cfg + opt->offset;
+    if (is_bool_text(text)) {
+        *given = text[0] == 't';
+        return set_string(opt, path, "");
+    }
+    SC_TRY(set_string(opt, path, text));
+    *given = true;
+    return SC_OK;
+}
+
+/* Sets the option from text in INI notation; the message, on an error,
+ * is about the value only (callers add where it came from). */
+static sc_status opt_set(const config_option *opt, sc_config *cfg, const char *text)
+{
+    void *field = (char *)cfg + opt->offset;
+    switch (opt->type) {
+    case OPT_STRING:
+    case OPT_CONFIG: return set_string(opt, field, text);
+    case OPT_INT: return set_int(opt, field, text);
+    case OPT_INT64: return set_int64(opt, field, text);
+    case OPT_UINT64: return set_uint64(field, text);
+    case OPT_DOUBLE: return set_double(opt, field, text);
+    case OPT_FLAG: return set_bool(field, text);
+    case OPT_OPTIONAL_PATH: return set_optional_path(opt, cfg, text);
+    case OPT_HELP:
+    case OPT_VERSION: break;
+    }
+    return SC_OK;
+}
+
+/* The shortest %g that reads back as the same double. */
+static void format_double(double v, char *buf, size_t n)
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
+/* The option's value in INI notation, as opt_set reads it back. */
+static void opt_format(const config_option *opt, const sc_config *cfg, char *buf, size_t n)
+{
+    const void *field = (const char *)cfg + opt->offset;
+    switch (opt->type) {
+    case OPT_STRING:
+    case OPT_CONFIG: snprintf(buf, n, "%s", (const char *)field); break;
+    case OPT_INT: snprintf(buf, n, "%d", *(const int *)field); break;
+    case OPT_INT64: snprintf(buf, n, "%" PRId64, *(const int64_t *)field); break;
+    case OPT_UINT64: snprintf(buf, n, "%" PRIu64, *(const uint64_t *)field); break;
+    case OPT_DOUBLE: format_double(*(const double *)field, buf, n); break;
+    case OPT_FLAG: snprintf(buf, n, "%s", *(const bool *)field ? "true" : "false"); break;
+    case OPT_OPTIONAL_PATH: {
+        bool given = *(const bool *)((const char *)cfg + opt->flag_offset);
+        const char *path = field;
+        snprintf(buf, n, "%s", !given ? "false" : path[0] ? path : "true");
+        break;
+    }
+    case OPT_HELP:
+    case OPT_VERSION: buf[0] = '\0'; break;
+    }
+}
+
+void sc_config_defaults(sc_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    for (int i = 0; i < N_OPTIONS; i++)
+        if (options[i].def)
+            opt_set(&options[i], cfg, options[i].def); /* the unit tests check these */
+}
+
+void sc_config_inherit(sc_config *cfg, const sc_config *saved)
+{
+    for (int i = 0; i < N_OPTIONS; i++) {
+        const config_option *opt = &options[i];
+        char *field = (char *)cfg + opt->offset;
+        if (opt->inherited && !field[0]) /* inherited options are strings */
+            memcpy(field, (const char *)saved + opt->offset, opt->size);
+    }
+}
+
+/* ---- lookup ----------------------------------------------------------- */
+
+/* Finds the option `name` (len characters) of program; an unknown name, or
+ * one of the other program, is an error. `dashes` is "--" on the command
+ * line and "" in INI files, for the message. */
+static sc_status opt_lookup(sc_program program, const char *name, size_t len,
+                            const char *dashes, const config_option **out)
+{
+    const char *names[N_OPTIONS];
+    int n = 0;
+    for (int i = 0; i < N_OPTIONS; i++) {
+        const config_option *opt = &options[i];
+        if (strlen(opt->name) == len && strncmp(opt->name, name, len) == 0) {
+            if (!(opt->programs & program))
+                return sc_error_set(SC_ERR_INVALID, "%s%s is an option of %s, not of %s",
+                                    dashes, opt->name,
+                                    sc_program_name((sc_program)opt->programs),
+                                    sc_program_name(program));
+            *out = opt;
+            return SC_OK;
+        }
+        if (opt->programs & program)
+            names[n++] = opt->name;
+    }
+    char word[64];
+    snprintf(word, sizeof word, "%.*s", (int)len, name);
+    const char *near = sc_name_suggest(word, names, n);
+    if (near)
+        return sc_error_set(SC_ERR_INVALID, "unknown option %s%.*s (did you mean %s%s?)", dashes,
+                            (int)len, name, dashes, near);
+    return sc_error_set(SC_ERR_INVALID, "unknown option %s%.*s (see %s --help)", dashes,
+                        (int)len, name, sc_program_name(program));
+}
+
+/* ---- command line ----------------------------------------------------- */
+
+static bool is_option(const char *arg) { return strncmp(arg, "--", 2) == 0; }
+
+/* Reads the option at argv[*i] and its value (which may be the next
+ * argument), advancing *i past what it used. Flags get "true", and a bare
+ * --resume gets "true": the value is always INI notation. */
+static sc_status cli_next(sc_program program, int argc, char **argv, int *i,
+                          const config_option **opt, const char **value)
+{
+    const char *arg = argv[(*i)++];
+    if (!is_option(arg) || !arg[2])
+        return sc_error_set(SC_ERR_INVALID, "unexpected argument '%s' (see %s --help)", arg,
+                            sc_program_name(program));
+    const char *eq = strchr(arg + 2, '=');
+    size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+    SC_TRY(opt_lookup(program, arg + 2, len, "--", opt));
+    const char *next = *i < argc && !is_option(argv[*i]) ? argv[*i] : NULL;
+    if (opt_takes_value(*opt)) {
+        if (!eq && !next)
+            return sc_error_set(SC_ERR_INVALID, "--%s needs a value", (*opt)->name);
+        *value = eq ? eq + 1 : argv[(*i)++];
+    } else if ((*opt)->type == OPT_OPTIONAL_PATH) {
+        if (eq && !eq[1])
+            return sc_error_set(SC_ERR_INVALID, "--%s= needs a path", (*opt)->name);
+        *value = eq ? eq + 1 : next ? argv[(*i)++] : "true";
+    } else {
+        if (eq)
+            return sc_error_set(SC_ERR_INVALID, "--%s takes no value", (*opt)->name);
+        *value = "true";
+    }
+    return SC_OK;
+}
+
+static void print_version(FILE *out, sc_program program)
+{
+    fprintf(out, "%s %s (plugin ABI %d.%d)\n", sc_program_name(program), SCORCH_VERSION,
+            SC_ABI_MAJOR, SC_ABI_MINOR);
+}
+
+/* First pass: syntax, --help / --version, and which --config to read. */
+static sc_status cli_prescan(sc_program program, int argc, char **argv, const char **config,
+                             bool *exit_now)
+{
+    for (int i = 1; i < argc;) {
+        const config_option *opt = NULL;
+        const char *value = NULL;
+        SC_TRY(cli_next(program, argc, argv, &i, &opt, &value));
+        if (opt->type == OPT_HELP || opt->type == OPT_VERSION) {
+            if (opt->type == OPT_HELP)
+                sc_config_print_help(stdout, program);
+            else
+                print_version(stdout, program);
+            *exit_now = true;
+            return SC_OK;
+        }
+        if (opt->type == OPT_CONFIG) {
+            if (*config)
+                return sc_error_set(SC_ERR_INVALID, "--config is given twice");
+            *config = value;
+        }
+    }
+    return SC_OK;
+}
+
+static sc_status cli_apply(sc_config *cfg, sc_program program, int argc, char **argv)
+{
+    for (int i = 1; i < argc;) {
+        const config_option *opt = NULL;
+        const char *value = NULL;
+        SC_TRY(cli_next(program, argc, argv, &i, &opt, &value));
+        sc_status st = opt_set(opt, cfg, value);
+        if (st != SC_OK)
+            return sc_error_wrap(st, "--%s", opt->name);
+    }
+    return SC_OK;
+}
+
+/* Required options are all strings: set means non-empty. */
+static sc_status check_required(const sc_config *cfg, sc_program program)
+{
+    char missing[256] = "";
+    for (int i = 0; i < N_OPTIONS; i++) {
+        const config_option *opt = &options[i];
+        if ((opt->required & program) && !((const char *)cfg + opt->offset)[0]) {
+            size_t used = strlen(missing);
+            snprintf(missing + used, sizeof missing - used, "%s--%s", used ? ", " : "",
+                     opt->name);
+        }
+    }
+    if (!missing[0])
+        return SC_OK;
+    return sc_error_set(SC_ERR_INVALID, "missing %s (required; see %s --help)", missing,
+                        sc_program_name(program));
+}
+
+sc_status sc_config_parse(sc_config *cfg, sc_program program, int argc, char **argv,
+                          bool *exit_now)
+{
+    const char *config = NULL;
+    *exit_now = false;
+    sc_config_defaults(cfg);
+    SC_TRY(cli_prescan(program, argc, argv, &config, exit_now));
+    if (*exit_now)
+        return SC_OK;
+    if (config)
+        SC_TRY(sc_config_load_ini(cfg, program, config));
+    SC_TRY(cli_apply(cfg, program, argc, argv));
+    return check_required(cfg, program);
+}
+
+/* ---- INI files -------------------------------------------------------- */
+
+/* Debian's libinih makes its line limit a run-time variable: raise it there
+ * so that long paths fit. Where the library lacks it (upstream builds) the
+ * weak reference is NULL and the compile-time INI_MAX_LINE holds. A longer
+ * line is an error either way, never silently cut. */
+extern int ini_max_line;
+#pragma weak ini_max_line
+
+enum { INI_LINE_WANTED = SC_PATH_MAX + 64 };
+
+/* The longest line, newline included, that one read gives inih. */
+static int ini_line_capacity(void)
+{
+    return (&ini_max_line ? INI_LINE_WANTED : INI_MAX_LINE) - 1;
+}
+
+typedef struct ini_state {
+    sc_config *cfg;
+    sc_program program;
+    const char *path;
+    FILE *file;
+    int line;            /* of the last line read */
+    int error_line;      /* 0 until a line fails */
+    sc_status status;
+    int seen[N_OPTIONS]; /* line where each option was set, to refuse repeats */
+} ini_state;
+
+/* inih's fgets: counts lines (so the handler knows its line), refuses
+ * over-long ones, and stops the parse at the first error. */
+static char *ini_read_line(char *buf, int size, void *user)
+{
+    ini_state *st = user;
+    if (st->error_line || !fgets(buf, size, st->file))
+        return NULL;
+    st->line++;
+    size_t len = strlen(buf);
+    if (len == (size_t)size - 1 && buf[len - 1] != '\n') {
+        int c = getc(st->file);
+        if (c != EOF) {
+            st->error_line = st->line;
+            st->status = sc_error_set(SC_ERR_FORMAT, "%s:%d: line longer than %d characters",
+                                      st->path, st->line, size - 2);
+            return NULL;
+        }
+    }
+    return buf;
+}
+
+static sc_status ini_apply(ini_state *st, const char *section, const char *name,
+                           const char *value)
+{
+    const char *want = program_section(st->program);
+    if (strcmp(section, want) != 0) {
+        if (!section[0])
+            return sc_error_set(SC_ERR_INVALID, "%s is outside a section; put it under [%s]",
+                                name, want);
+        return sc_error_set(SC_ERR_INVALID, "section [%s] is not read by %s, which reads [%s]",
+                            section, sc_program_name(st->program), want);
+    }
+    const config_option *opt;
+    SC_TRY(opt_lookup(st->program, name, strlen(name), "", &opt));
+    if (opt_cli_only(opt))
+        return sc_error_set(SC_ERR_INVALID, "%s can only be given on the command line", name);
+    int k = (int)(opt - options);
+    if (st->seen[k])
+        return sc_error_set(SC_ERR_INVALID, "%s is set twice (first on line %d)", name,
+                            st->seen[k]);
+    st->seen[k] = st->line;
+    sc_status s = opt_set(opt, st->cfg, value);
+    return s == SC_OK ? SC_OK : sc_error_wrap(s, "%s", name);
+}
+
+static int ini_handle(void *user, const char *section, const char *name, const char *value)
+{
+    ini_state *st = user;
+    sc_status s = ini_apply(st, section, name, value);
+    if (s == SC_OK)
+        return 1;
+    st->error_line = st->line;
+    st->status = sc_error_wrap(s, "%s:%d", st->path, st->line);
+    return 0;
+}
+
+static int ini_parse_raised(ini_state *st)
+{
+    int saved = &ini_max_line ? ini_max_line : 0;
+    if (&ini_max_line)
+        ini_max_line = INI_LINE_WANTED;
+    int rc = ini_parse_stream(ini_read_line, st, ini_handle, st);
+    if (&ini_max_line)
+        ini_max_line = saved;
+    return rc;
+}
+
+sc_status sc_config_load_ini(sc_config *cfg, sc_program program, const char *path)
+{
+    ini_state st = {.cfg = cfg, .program = program, .path = path};
+    st.file = fopen(path, "r");
+    if (!st.file)
+        return sc_error_set(SC_ERR_IO, "cannot read config file %s: %s", path, strerror(errno));
+    int rc = ini_parse_raised(&st);
+    bool read_failed = ferror(st.file);
+    fclose(st.file);
+    /* inih returns the first bad line; a syntax error may precede ours. */
+    if (rc > 0 && (!st.error_line || rc < st.error_line))
+        return sc_error_set(SC_ERR_FORMAT, "%s:%d: expected 'name = value' or '[section]'",
+                            path, rc);
+    if (st.error_line)
+        return st.status;
+    if (read_failed || rc < 0)
+        return sc_error_set(SC_ERR_IO, "cannot read config file %s", path);
+    return SC_OK;
+}
+
+/* Whether `name = value` reads back as value: inih trims whitespace, cuts
+ * at " ;" (an inline comment) and has a line limit. */
+static bool ini_representable(const char *name, const char *value)
+{
+    size_t len = strlen(value);
+    if (len && (isspace((unsigned char)value[0]) || isspace((unsigned char)value[len - 1])))
+        return false;
+    if (strpbrk(value, "\r\n") || value[0] == ';')
+        return false;
+    for (const char *p = strchr(value, ';'); p; p = strchr(p + 1, ';'))
+        if (isspace((unsigned char)p[-1]))
+            return false;
+    return strlen(name) + 3 + len + 1 <= (size_t)ini_line_capacity();
+}
+
+static sc_status ini_write_options(FILE *out, const sc_config *cfg, sc_program program)
+{
+    char value[SC_PATH_MAX];
+    int group = -1;
+    for (int i = 0; i < N_OPTIONS; i++) {
+        const config_option *opt = &options[i];
+        if (!(opt->programs & program) || opt_cli_only(opt))
+            continue;
+        opt_format(opt, cfg, value, sizeof value);
+        if (!ini_representable(opt->name, value))
+            return sc_error_set(SC_ERR_INVALID, "%s: '%s' cannot be written to an INI file "
+                                "(spaces at its ends, a newline, ' ;' or too long)",
+                                opt->name, value);
+        if ((int)opt->group != group)
+            fprintf(out, "\n; %s\n", group_title[group = (int)opt->group]);
+        fprintf(out, "%s =%s%s\n", opt->name, value[0] ? " " : "", value);
+    }
+    return SC_OK;
+}
+
+sc_status sc_config_write_ini(const sc_config *cfg, sc_program program, const char *path)
+{
+    /* Composed in memory first, so a refused value leaves no partial file. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem)
+        return sc_error_set(SC_ERR_NOMEM, "out of memory writing %s", path);
+    fprintf(mem, "; %s configuration, resolved from defaults, --config and the command line\n"
+                 "[%s]\n", sc_program_name(program), program_section(program));
+    sc_status st = ini_write_options(mem, cfg, program);
+    fclose(mem);
+    FILE *out = st == SC_OK ? fopen(path, "w") : NULL;
+    if (st == SC_OK && !out)
+        st = sc_error_set(SC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    if (out) {
+        bool ok = fwrite(text, 1, len, out) == len;
+        if (fclose(out) != 0 || !ok)
+            st = sc_error_set(SC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    }
+    free(text);
+    return st;
+}
+
+/* ---- help ------------------------------------------------------------- */
+
+/* Prints text from column col, wrapped at 80 columns; continuation lines
+ * start at column indent. */
+static void print_wrapped(FILE *out, const char *text, int col, int indent)
+{
+    enum { WIDTH = 80 };
+    while (*text) {
+        int len = (int)strlen(text), cut = len;
+        if (col + len > WIDTH) {
+            cut = WIDTH - col;
+            while (cut > 0 && text[cut] != ' ')
+                cut--;
+            if (cut == 0) /* one word wider than the room */
+                cut = (int)strcspn(text, " ");
+        }
+        fprintf(out, "%.*s\n", cut, text);
+        text += cut + strspn(text + cut, " ");
+        if (*text)
+            fprintf(out, "%*s", col = indent, "");
+    }
+}
+
+/* The default --help shows for opt, or NULL (actions, required options). */
+static const char *shown_default(const config_option *opt, sc_program program)
+{
+    if (!opt->def || (opt->required & program))
+        return NULL;
+    if (opt->inherited && program == SC_PROGRAM_TEST)
+        return "the checkpoint's";
+    if (opt->shown_def)
+        return opt->shown_def;
+    return opt->def[0] ? opt->def : "none";
+}
+
+static void print_option_help(FILE *out, const config_option *opt, sc_program program)
+{
+    enum { COLUMN = 31 }; /* where the help text starts */
+    char left[96], right[512];
+    const char *arg = opt->arg ? opt->arg : opt->choices;
+    snprintf(left, sizeof left, "--%s%s%s", opt->name, arg ? " " : "", arg ? arg : "");
+    const char *def = shown_default(opt, program);
+    int n = snprintf(right, sizeof right, "%s", opt->help);
+    if (opt->required & program)
+        snprintf(right + n, sizeof right - (size_t)n, " (required)");
+    else if (def)
+        snprintf(right + n, sizeof right - (size_t)n, " (default: %s)", def);
+    if (strlen(left) + 3 > COLUMN)
+        fprintf(out, "  %s\n%*s", left, COLUMN, "");
+    else
+        fprintf(out, "  %-*s", COLUMN - 2, left);
+    print_wrapped(out, right, COLUMN, COLUMN);
+}
+
+void sc_config_print_help(FILE *out, sc_program program)
+{
+    bool train = program == SC_PROGRAM_TRAIN;
+    fprintf(out, "Usage: %s %s [options]\n\n%s\n", sc_program_name(program),
+            train ? "--model PATH --dataset PATH" : "--checkpoint PATH",
+            train ? "Trains a model plugin on a dataset plugin: validates after each epoch, "
+                    "tests after\nthe last, and keeps config, metrics and checkpoints in "
+                    "the run directory."
+                  : "Evaluates a checkpoint on one split of a dataset and writes per-sample\n"
+                    "predictions with their top classes.");
+    int group = -1;
+    for (int i = 0; i < N_OPTIONS; i++) {
+        const config_option *opt = &options[i];
+        if (!(opt->programs & program))
+            continue;
+        if ((int)opt->group != group)
+            fprintf(out, "\n%s:\n", group_title[group = (int)opt->group]);
+        print_option_help(out, opt, program);
+    }
+    fprintf(out, "\nAn INI file given with --config sets the same options as 'name = value'\n"
+                 "lines (the names above without the dashes) under [%s]; flags take true or\n"
+                 "false. The command line wins over the file. See docs/cli.md.\n",
+            program_section(program));
+}

@@ -1,0 +1,65 @@
+#include "evaluate.h"
+
+#include <math.h>
+
+#include "run_log.h"
+
+sc_status sc_loss_value(const sc_tensor *loss, const char *phase, int epoch, int64_t batch,
+                        double *out)
+{
+    *out = sc_tensor_f32(loss)[0];
+    if (!isfinite(*out))
+        return sc_error_set(SC_ERR_NUMERIC, "%s loss is %g at epoch %d, batch %lld", phase,
+                            *out, epoch, (long long)batch);
+    return SC_OK;
+}
+
+static sc_status eval_batch(sc_session *s, const sc_batch *b, int epoch, const char *phase,
+                            sc_metrics *metrics, sc_eval_sums *sums,
+                            sc_eval_batch_fn on_batch, void *user)
+{
+    sc_tensor_list outputs;
+    sc_tensor *loss;
+    double value;
+    SC_TRY(sc_session_forward(s, &b->inputs, &outputs));
+    SC_TRY(sc_session_criterion(s, &outputs, &b->targets, &loss));
+    SC_TRY(sc_loss_value(loss, phase, epoch, b->index, &value));
+    SC_TRY(sc_session_metrics(s, &outputs, &b->targets, metrics));
+    sums->loss_sum += value * (double)b->size;
+    sums->samples += b->size;
+    return on_batch ? on_batch(user, b, &outputs) : SC_OK;
+}
+
+static sc_status eval_loop(sc_session *s, sc_loader *loader, const char *phase, int epoch,
+                           int64_t max_batches, sc_metrics *metrics, sc_eval_sums *sums,
+                           sc_eval_batch_fn on_batch, void *user)
+{
+    SC_TRY(sc_loader_start_epoch(loader, epoch, 0));
+    for (int64_t n = 0; max_batches == 0 || n < max_batches; n++) {
+        sc_batch *b;
+        double t0 = sc_now();
+        SC_TRY(sc_loader_next(loader, &b));
+        sums->data_wait_s += sc_now() - t0;
+        if (!b)
+            break;
+        sc_status st = eval_batch(s, b, epoch, phase, metrics, sums, on_batch, user);
+        sc_ctx_reset(s->ctx);
+        sc_loader_release(loader, b);
+        SC_TRY(st);
+    }
+    return SC_OK;
+}
+
+sc_status sc_evaluate(sc_session *s, sc_loader *loader, const char *phase, int epoch,
+                      int64_t max_batches, sc_metrics *metrics, sc_eval_sums *sums,
+                      sc_eval_batch_fn on_batch, void *user)
+{
+    bool was_training = sc_ctx_training(s->ctx);
+    bool had_grad = sc_ctx_set_grad_enabled(s->ctx, false);
+    sc_ctx_set_training(s->ctx, false);
+    sc_status st = eval_loop(s, loader, phase, epoch, max_batches, metrics, sums, on_batch, user);
+    sc_loader_stop_epoch(loader);
+    sc_ctx_set_training(s->ctx, was_training);
+    sc_ctx_set_grad_enabled(s->ctx, had_grad);
+    return st;
+}

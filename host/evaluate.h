@@ -1,0 +1,31 @@
+/* evaluate.h — one pass of the network over a split without training
+ * (valid, test, scorch-test), with exact sums for loss and metrics. */
+#ifndef SCORCH_HOST_EVALUATE_H
+#define SCORCH_HOST_EVALUATE_H
+
+#include "loader.h"
+#include "session.h"
+
+/* Called after each batch's forward, before the step arena is reset. */
+typedef sc_status (*sc_eval_batch_fn)(void *user, const sc_batch *batch,
+                                      const sc_tensor_list *outputs);
+
+typedef struct sc_eval_sums {
+    double loss_sum; /* sum over samples of the batch-mean loss x batch size */
+    int64_t samples;
+    double data_wait_s;
+} sc_eval_sums;
+
+/* Runs the network in eval mode with grad off over the loader's epoch
+ * `epoch` (`phase` names the pass in messages), at most max_batches batches (0 = all), adding to metrics and
+ * sums. on_batch may be NULL. */
+sc_status sc_evaluate(sc_session *s, sc_loader *loader, const char *phase, int epoch,
+                      int64_t max_batches, sc_metrics *metrics, sc_eval_sums *sums,
+                      sc_eval_batch_fn on_batch, void *user);
+
+/* The batch loss as a double, or an SC_ERR_NUMERIC error when it is not
+ * finite (naming the phase and batch). */
+sc_status sc_loss_value(const sc_tensor *loss, const char *phase, int epoch, int64_t batch,
+                        double *out);
+
+#endif

@@ -1,0 +1,234 @@
+/* hook_set.c — the run's hooks: validated when a table is added, and laid
+ * out per point in running order, so running a point is one walk over a
+ * short array (and a point without hooks costs a lookup). */
+#include "hook_set.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "plugin_loader.h"
+
+const char *const sc_hook_points[] = {
+    "train_begin", "train_end",   "epoch_begin", "epoch_end",
+    "phase_begin", "phase_end",   "batch_begin", "batch_end",
+    NULL,
+};
+
+enum { N_POINTS = 8 };
+_Static_assert(sizeof sc_hook_points / sizeof sc_hook_points[0] == N_POINTS + 1,
+               "N_POINTS counts sc_hook_points");
+
+typedef struct hook_entry {
+    sc_hook hook;       /* name and point point into the plugin */
+    const char *plugin; /* owned by the set */
+} hook_entry;
+
+typedef struct point_hooks {
+    int n;
+    hook_entry *hooks; /* by priority, then add order */
+} point_hooks;
+
+struct sc_hook_set {
+    hook_entry *all; /* in add order */
+    int n, cap;
+    char **plugins; /* one copy of each added table's plugin name */
+    int n_plugins;
+    point_hooks points[N_POINTS];
+};
+
+static int point_index(const char *point)
+{
+    for (int p = 0; p < N_POINTS; p++)
+        if (strcmp(point, sc_hook_points[p]) == 0)
+            return p;
+    return -1;
+}
+
+sc_status sc_hook_set_new(sc_hook_set **out)
+{
+    *out = calloc(1, sizeof **out);
+    return *out ? SC_OK : sc_error_set(SC_ERR_NOMEM, "out of memory for the hook set");
+}
+
+void sc_hook_set_free(sc_hook_set *set)
+{
+    if (!set)
+        return;
+    for (int p = 0; p < N_POINTS; p++)
+        free(set->points[p].hooks);
+    for (int i = 0; i < set->n_plugins; i++)
+        free(set->plugins[i]);
+    free(set->plugins);
+    free(set->all);
+    free(set);
+}
+
+int sc_hook_set_count(const sc_hook_set *set) { return set->n; }
+
+static sc_status unknown_point(const sc_hook *h)
+{
+    const char *near = sc_name_suggest(h->point, sc_hook_points, N_POINTS);
+    if (near)
+        return sc_error_set(SC_ERR_PLUGIN, "hook '%s' uses unknown point '%s' (did you mean '%s'?)",
+                            h->name, h->point, near);
+    char known[256] = "";
+    for (int p = 0; p < N_POINTS; p++) {
+        size_t used = strlen(known);
+        snprintf(known + used, sizeof known - used, "%s%s", p ? ", " : "", sc_hook_points[p]);
+    }
+    return sc_error_set(SC_ERR_PLUGIN, "hook '%s' uses unknown point '%s' (known points: %s)",
+                        h->name, h->point, known);
+}
+
+static const hook_entry *find_name(const sc_hook_set *set, const char *name)
+{
+    for (int i = 0; i < set->n; i++)
+        if (strcmp(set->all[i].hook.name, name) == 0)
+            return &set->all[i];
+    return NULL;
+}
+
+/* Checks hook i of table against the set and the table's earlier hooks. */
+static sc_status check_hook(const sc_hook_set *set, const sc_hook_table *table, int i)
+{
+    const sc_hook *h = &table->hooks[i];
+    if (!h->name || !h->name[0])
+        return sc_error_set(SC_ERR_PLUGIN, "hook #%d has no name", i);
+    if (!h->point)
+        return sc_error_set(SC_ERR_PLUGIN, "hook '%s' has no point", h->name);
+    if (point_index(h->point) < 0)
+        return unknown_point(h);
+    if (!h->fn)
+        return sc_error_set(SC_ERR_PLUGIN, "hook '%s' has no function", h->name);
+    const hook_entry *other = find_name(set, h->name);
+    if (other)
+        return sc_error_set(SC_ERR_PLUGIN, "hook name '%s' is already used by %s", h->name,
+                            other->plugin);
+    for (int j = 0; j < i; j++)
+        if (strcmp(table->hooks[j].name, h->name) == 0)
+            return sc_error_set(SC_ERR_PLUGIN, "hook name '%s' appears twice in the table",
+                                h->name);
+    return SC_OK;
+}
+
+static sc_status check_table(const sc_hook_set *set, const sc_hook_table *table)
+{
+    if (!table)
+        return sc_error_set(SC_ERR_INVALID, "no hook table");
+    SC_TRY(sc_abi_check(&table->abi, "hook table",
+                        offsetof(sc_hook_table, hooks) + sizeof table->hooks));
+    if (table->n_hooks < 0 || (table->n_hooks > 0 && !table->hooks))
+        return sc_error_set(SC_ERR_PLUGIN, "hook table has n_hooks %d and hooks %s",
+                            table->n_hooks, table->hooks ? "set" : "NULL");
+    for (int i = 0; i < table->n_hooks; i++)
+        SC_TRY(check_hook(set, table, i));
+    return SC_OK;
+}
+
+/* Builds point p's running order from set->all: ascending priority, ties
+ * in add order (insertion sort, which is stable). */
+static sc_status build_point(const sc_hook_set *set, int p, point_hooks *out)
+{
+    *out = (point_hooks){0};
+    for (int i = 0; i < set->n; i++)
+        out->n += point_index(set->all[i].hook.point) == p;
+    if (!out->n)
+        return SC_OK;
+    if (!(out->hooks = malloc((size_t)out->n * sizeof *out->hooks)))
+        return sc_error_set(SC_ERR_NOMEM, "out of memory for hooks");
+    int k = 0;
+    for (int i = 0; i < set->n; i++) {
+        if (point_index(set->all[i].hook.point) != p)
+            continue;
+        int j = k++;
+        for (; j > 0 && out->hooks[j - 1].hook.priority > set->all[i].hook.priority; j--)
+            out->hooks[j] = out->hooks[j - 1];
+        out->hooks[j] = set->all[i];
+    }
+    return SC_OK;
+}
+
+/* Rebuilds every point's order; on failure the old orders stay. */
+static sc_status rebuild_points(sc_hook_set *set)
+{
+    point_hooks fresh[N_POINTS];
+    for (int p = 0; p < N_POINTS; p++) {
+        sc_status st = build_point(set, p, &fresh[p]);
+        if (st != SC_OK) {
+            while (p--)
+                free(fresh[p].hooks);
+            return st;
+        }
+    }
+    for (int p = 0; p < N_POINTS; p++) {
+        free(set->points[p].hooks);
+        set->points[p] = fresh[p];
+    }
+    return SC_OK;
+}
+
+/* Makes room for n more hooks and one more plugin name. */
+static sc_status reserve(sc_hook_set *set, int n)
+{
+    if (set->n + n > set->cap) {
+        int cap = set->cap ? set->cap : 8;
+        while (cap < set->n + n)
+            cap *= 2;
+        hook_entry *all = realloc(set->all, (size_t)cap * sizeof *all);
+        if (!all)
+            return sc_error_set(SC_ERR_NOMEM, "out of memory for hooks");
+        set->all = all;
+        set->cap = cap;
+    }
+    char **plugins = realloc(set->plugins, (size_t)(set->n_plugins + 1) * sizeof *plugins);
+    if (!plugins)
+        return sc_error_set(SC_ERR_NOMEM, "out of memory for hooks");
+    set->plugins = plugins;
+    return SC_OK;
+}
+
+static sc_status append_table(sc_hook_set *set, const sc_hook_table *table, const char *plugin)
+{
+    SC_TRY(reserve(set, table->n_hooks));
+    char *name = strdup(plugin);
+    if (!name)
+        return sc_error_set(SC_ERR_NOMEM, "out of memory for hooks");
+    int first = set->n;
+    for (int i = 0; i < table->n_hooks; i++)
+        set->all[set->n++] = (hook_entry){table->hooks[i], name};
+    sc_status st = rebuild_points(set);
+    if (st != SC_OK) {
+        set->n = first;
+        free(name);
+        return st;
+    }
+    set->plugins[set->n_plugins++] = name;
+    return SC_OK;
+}
+
+sc_status sc_hook_set_add(sc_hook_set *set, const sc_hook_table *table, const char *plugin)
+{
+    sc_status st = check_table(set, table);
+    if (st == SC_OK)
+        st = append_table(set, table, plugin);
+    return st == SC_OK ? SC_OK : sc_error_wrap(st, "%s", plugin);
+}
+
+sc_status sc_hook_set_run(const sc_hook_set *set, const char *point,
+                          const sc_hook_context *ctx, const sc_hook_actions *actions)
+{
+    int p = point_index(point);
+    if (p < 0)
+        return sc_error_set(SC_ERR_INVALID, "unknown hook point '%s'", point);
+    const point_hooks *ph = &set->points[p];
+    for (int i = 0; i < ph->n; i++) {
+        const hook_entry *e = &ph->hooks[i];
+        /* A hook that fails without a message must not inherit an old one. */
+        sc_error_clear();
+        sc_status st = e->hook.fn(ctx, actions);
+        if (st != SC_OK)
+            return sc_error_wrap(st, "hook '%s' of %s at %s", e->hook.name, e->plugin, point);
+    }
+    return SC_OK;
+}

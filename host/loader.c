@@ -1,0 +1,531 @@
+/* loader.c — worker threads fill a ring of batch slots, in order.
+ *
+ * Work is handed out in chunks of rows: a claim cursor (claim_batch,
+ * claim_j) walks the epoch's batches row by row; a worker takes the next
+ * chunk of the batch under the cursor once that batch's slot is free,
+ * fills it with the lock released, and counts it done. A slot becomes
+ * READY when its last row is written; the consumer takes slots strictly in
+ * batch order and gives them back with sc_loader_release. Every wait is on
+ * a condition variable: workers wait on work_cv for a free slot or a new
+ * epoch, the consumer on done_cv for its batch or for workers to park.
+ *
+ * Everything below the "state" comment of sc_loader is guarded by mu.
+ */
+#include "loader.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum sc_slot_state {
+    SC_SLOT_FREE,    /* no batch, or one the consumer released */
+    SC_SLOT_FILLING, /* claimed; rows still being written */
+    SC_SLOT_READY,   /* every row written (or its batch failed) */
+    SC_SLOT_OUT,     /* handed to the consumer */
+} sc_slot_state;
+
+typedef struct sc_slot {
+    sc_batch batch; /* tensors are [batch_size, ...]; shape[0] = batch.size */
+    sc_slot_state state;
+    int64_t remaining; /* rows not yet written */
+} sc_slot;
+
+/* Rows [begin, end) of one slot's batch, claimed by one thread. */
+typedef struct sc_chunk {
+    sc_slot *slot;
+    int64_t begin, end;
+} sc_chunk;
+
+enum { SC_LOADER_MESSAGE_MAX = 1024 };
+
+struct sc_loader {
+    const sc_dataset_plugin *plugin;
+    void *dataset;
+    sc_split split;
+    sc_loader_config config;
+    sc_sample_spec spec;
+    int64_t len;       /* dataset length */
+    int64_t n_samples; /* this rank's samples per epoch */
+    int64_t n_batches;
+    int64_t chunk;     /* rows per claim */
+    /* Written by the consumer only while workers are parked (between
+     * sc_loader_stop_epoch and the start of the next epoch): */
+    uint64_t epoch;
+    int64_t *perm;  /* scratch: the whole epoch order [len] */
+    int64_t *order; /* this rank's dataset indices [n_samples] */
+    int n_slots;
+    sc_slot *slots;
+    int n_threads; /* started (and to be joined) */
+    pthread_t *threads;
+
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv; /* workers: work may be available, or quit */
+    pthread_cond_t done_cv; /* consumer: a slot is ready, or workers parked */
+
+    /* state */
+    bool started;  /* an epoch was started and not stopped */
+    bool running;  /* workers may claim */
+    bool quit;     /* workers exit */
+    int busy;      /* chunks claimed and not yet completed */
+    int64_t next_out;    /* next batch for the consumer */
+    int64_t claim_batch; /* claim cursor: batch ... */
+    int64_t claim_j;     /* ... and row */
+    int64_t fail_batch;  /* lowest failed (batch, row); INT64_MAX: none */
+    int64_t fail_j;
+    char fail_message[SC_LOADER_MESSAGE_MAX];
+};
+
+static sc_slot *sc_loader_slot(sc_loader *loader, int64_t batch)
+{
+    return &loader->slots[batch % loader->n_slots];
+}
+
+/* ---- setup --------------------------------------------------------- */
+
+static sc_status sc_loader_config_check(const sc_loader_config *c)
+{
+    if (c->batch_size < 1)
+        return sc_error_set(SC_ERR_INVALID, "loader: batch size must be >= 1, not %lld",
+                            (long long)c->batch_size);
+    if (c->workers < 0 || c->prefetch < 1)
+        return sc_error_set(SC_ERR_INVALID,
+                            "loader: need workers >= 0 and prefetch >= 1, not %d and %d",
+                            c->workers, c->prefetch);
+    if (c->world < 1 || c->rank < 0 || c->rank >= c->world)
+        return sc_error_set(SC_ERR_INVALID, "loader: rank %d outside world of %d",
+                            c->rank, c->world);
+    return SC_OK;
+}
+
+/* The per-rank sample count; see the header for the rule. */
+static int64_t sc_loader_rank_samples(int64_t len, const sc_loader_config *c)
+{
+    if (c->drop_last) {
+        int64_t n = len / c->world;
+        return n - n % c->batch_size;
+    }
+    return len > c->rank ? (len - c->rank + c->world - 1) / c->world : 0;
+}
+
+/* Allocates [batch_size, ...spec] tensors for one side (inputs or
+ * targets) of one slot. */
+static sc_status sc_loader_alloc_list(const sc_tensor_spec *specs, int n, int64_t batch_size,
+                                      sc_tensor_list *list)
+{
+    list->n = n;
+    for (int k = 0; k < n; k++) {
+        int64_t shape[SC_MAX_DIMS] = {batch_size};
+        memcpy(shape + 1, specs[k].shape, (size_t)specs[k].ndim * sizeof shape[0]);
+        list->t[k] = sc_tensor_alloc(specs[k].dtype, specs[k].ndim + 1, shape);
+        if (!list->t[k])
+            return sc_error_wrap(SC_ERR_NOMEM, "loader: batch tensor of %lld samples",
+                                 (long long)batch_size);
+    }
+    return SC_OK;
+}
+
+/* One side of the spec: a count the batch lists can hold, and tensors
+ * that fit one more (batch) dimension. */
+static sc_status sc_loader_side_check(const sc_tensor_spec *specs, int n, const char *side,
+                                      const char *dataset)
+{
+    if (n < 0 || n > SC_MAX_IO)
+        return sc_error_set(SC_ERR_PLUGIN, "dataset %s: %d %s, at most %d", dataset, n, side,
+                            SC_MAX_IO);
+    for (int k = 0; k < n; k++) {
+        const sc_tensor_spec *t = &specs[k];
+        bool dims_ok = t->ndim >= 0 && t->ndim < SC_MAX_DIMS;
+        for (int d = 0; dims_ok && d < t->ndim; d++)
+            dims_ok = t->shape[d] >= 0;
+        if (!dims_ok || sc_dtype_size(t->dtype) == 0)
+            return sc_error_set(SC_ERR_PLUGIN,
+                                "dataset %s: %s %d: bad dtype %d or shape of %d dimensions "
+                                "(at most %d)",
+                                dataset, side, k, (int)t->dtype, t->ndim, SC_MAX_DIMS - 1);
+    }
+    return SC_OK;
+}
+
+static sc_status sc_loader_alloc(sc_loader *loader)
+{
+    const sc_loader_config *c = &loader->config;
+    loader->slots = calloc((size_t)c->prefetch + 1, sizeof *loader->slots);
+    loader->perm = malloc((size_t)(loader->len ? loader->len : 1) * sizeof *loader->perm);
+    loader->order =
+        malloc((size_t)(loader->n_samples ? loader->n_samples : 1) * sizeof *loader->order);
+    loader->threads = calloc((size_t)(c->workers ? c->workers : 1), sizeof *loader->threads);
+    if (!loader->slots || !loader->perm || !loader->order || !loader->threads)
+        return sc_error_set(SC_ERR_NOMEM, "loader: out of memory");
+    loader->n_slots = c->prefetch + 1;
+    for (int s = 0; s < loader->n_slots; s++) {
+        sc_batch *b = &loader->slots[s].batch;
+        SC_TRY(sc_loader_alloc_list(loader->spec.inputs, loader->spec.n_inputs,
+                                    c->batch_size, &b->inputs));
+        SC_TRY(sc_loader_alloc_list(loader->spec.targets, loader->spec.n_targets,
+                                    c->batch_size, &b->targets));
+    }
+    return SC_OK;
+}
+
+static void *sc_loader_worker(void *arg);
+
+static sc_status sc_loader_start_threads(sc_loader *loader)
+{
+    for (int w = 0; w < loader->config.workers; w++) {
+        int err = pthread_create(&loader->threads[w], NULL, sc_loader_worker, loader);
+        if (err)
+            return sc_error_set(SC_ERR_NOMEM, "loader: cannot start worker %d: %s", w,
+                                strerror(err));
+        loader->n_threads++;
+    }
+    return SC_OK;
+}
+
+/* Reads the dataset's shape, checks it, allocates and starts workers.
+ * Thread rule: consumer thread, inside sc_loader_new. */
+static sc_status sc_loader_init(sc_loader *loader)
+{
+    const sc_dataset_plugin *plugin = loader->plugin;
+    const sc_loader_config *c = &loader->config;
+    loader->len = plugin->dataset_len(loader->dataset);
+    if (loader->len < 0)
+        return sc_error_set(SC_ERR_PLUGIN, "dataset %s: %s split has negative length %lld",
+                            plugin->name, sc_split_name(loader->split), (long long)loader->len);
+    plugin->dataset_spec(loader->dataset, &loader->spec);
+    SC_TRY(sc_loader_side_check(loader->spec.inputs, loader->spec.n_inputs, "inputs",
+                                plugin->name));
+    SC_TRY(sc_loader_side_check(loader->spec.targets, loader->spec.n_targets, "targets",
+                                plugin->name));
+    loader->n_samples = sc_loader_rank_samples(loader->len, c);
+    loader->n_batches = (loader->n_samples + c->batch_size - 1) / c->batch_size;
+    /* About two claims per worker per batch: balanced, yet few lock trips. */
+    int64_t pieces = 2 * (int64_t)(c->workers ? c->workers : 1);
+    loader->chunk = (c->batch_size + pieces - 1) / pieces;
+    SC_TRY(sc_loader_alloc(loader));
+    return sc_loader_start_threads(loader);
+}
+
+/* Thread rule: consumer thread. */
+sc_status sc_loader_new(const sc_dataset_plugin *plugin, void *dataset, sc_split split,
+                        const sc_loader_config *config, sc_loader **out)
+{
+    *out = NULL;
+    SC_TRY(sc_loader_config_check(config));
+    sc_loader *loader = calloc(1, sizeof *loader);
+    if (!loader)
+        return sc_error_set(SC_ERR_NOMEM, "loader: out of memory");
+    /* Default attributes: on POSIX these inits cannot fail. */
+    pthread_mutex_init(&loader->mu, NULL);
+    pthread_cond_init(&loader->work_cv, NULL);
+    pthread_cond_init(&loader->done_cv, NULL);
+    loader->plugin = plugin;
+    loader->dataset = dataset;
+    loader->split = split;
+    loader->config = *config;
+    loader->fail_batch = INT64_MAX;
+    sc_status status = sc_loader_init(loader);
+    if (status != SC_OK) {
+        sc_loader_free(loader);
+        return status;
+    }
+    *out = loader;
+    return SC_OK;
+}
+
+/* Also frees a loader that sc_loader_new left half built. Thread rule:
+ * consumer thread. */
+void sc_loader_free(sc_loader *loader)
+{
+    if (!loader)
+        return;
+    sc_loader_stop_epoch(loader);
+    pthread_mutex_lock(&loader->mu);
+    loader->quit = true;
+    pthread_cond_broadcast(&loader->work_cv);
+    pthread_mutex_unlock(&loader->mu);
+    for (int w = 0; w < loader->n_threads; w++)
+        pthread_join(loader->threads[w], NULL);
+    for (int s = 0; s < loader->n_slots; s++) {
+        sc_batch *b = &loader->slots[s].batch;
+        for (int k = 0; k < b->inputs.n; k++)
+            sc_tensor_free(b->inputs.t[k]);
+        for (int k = 0; k < b->targets.n; k++)
+            sc_tensor_free(b->targets.t[k]);
+    }
+    pthread_cond_destroy(&loader->done_cv);
+    pthread_cond_destroy(&loader->work_cv);
+    pthread_mutex_destroy(&loader->mu);
+    free(loader->threads);
+    free(loader->slots);
+    free(loader->order);
+    free(loader->perm);
+    free(loader);
+}
+
+/* Thread rule for the three accessors: any thread; the values are fixed
+ * at sc_loader_new. */
+int64_t sc_loader_batches(const sc_loader *loader) { return loader->n_batches; }
+
+int64_t sc_loader_samples(const sc_loader *loader) { return loader->n_samples; }
+
+const sc_sample_spec *sc_loader_spec(const sc_loader *loader) { return &loader->spec; }
+
+/* ---- filling ------------------------------------------------------- */
+
+/* Sets up the slot for batch `index` and marks it FILLING. Thread rule:
+ * mu held. */
+static void sc_loader_issue(sc_loader *loader, sc_slot *slot, int64_t index)
+{
+    int64_t bs = loader->config.batch_size;
+    sc_batch *b = &slot->batch;
+    b->index = index;
+    b->size = loader->n_samples - index * bs < bs ? loader->n_samples - index * bs : bs;
+    b->samples = loader->order + index * bs;
+    sc_tensor_list *lists[2] = {&b->inputs, &b->targets};
+    for (int side = 0; side < 2; side++)
+        for (int k = 0; k < lists[side]->n; k++) {
+            sc_tensor *t = lists[side]->t[k];
+            t->numel = t->numel / t->shape[0] * b->size;
+            t->shape[0] = b->size;
+        }
+    slot->remaining = b->size;
+    slot->state = SC_SLOT_FILLING;
+}
+
+/* Takes the next chunk of rows under the claim cursor, if its slot is
+ * free (or already being filled). Thread rule: mu held. */
+static bool sc_loader_claim(sc_loader *loader, sc_chunk *chunk)
+{
+    int64_t b = loader->claim_batch;
+    if (!loader->running || b >= loader->n_batches || b > loader->fail_batch)
+        return false;
+    sc_slot *slot = sc_loader_slot(loader, b);
+    if (loader->claim_j == 0) {
+        if (slot->state != SC_SLOT_FREE)
+            return false;
+        sc_loader_issue(loader, slot, b);
+    }
+    chunk->slot = slot;
+    chunk->begin = loader->claim_j;
+    chunk->end = chunk->begin + loader->chunk < slot->batch.size
+                     ? chunk->begin + loader->chunk
+                     : slot->batch.size;
+    loader->claim_j = chunk->end;
+    if (loader->claim_j == slot->batch.size) {
+        loader->claim_batch++;
+        loader->claim_j = 0;
+    }
+    loader->busy++;
+    return true;
+}
+
+/* A header for row j of a batch tensor: the same storage, one dim less. */
+static void sc_loader_row(const sc_tensor *batch, int64_t j, sc_tensor *row)
+{
+    *row = (sc_tensor){.dtype = batch->dtype, .ndim = batch->ndim - 1, .device = batch->device};
+    memcpy(row->shape, batch->shape + 1, (size_t)row->ndim * sizeof row->shape[0]);
+    row->numel = batch->numel / batch->shape[0];
+    row->data = (char *)batch->data + j * row->numel * (int64_t)sc_dtype_size(batch->dtype);
+}
+
+static void sc_loader_rows(const sc_tensor_list *batch, int64_t j, sc_tensor *rows,
+                           sc_tensor_list *list)
+{
+    list->n = batch->n;
+    for (int k = 0; k < batch->n; k++) {
+        sc_loader_row(batch->t[k], j, &rows[k]);
+        list->t[k] = &rows[k];
+    }
+}
+
+/* Calls getitem for each row of the chunk, stopping at the first failure
+ * (its row in *failed_j). Thread rule: mu NOT held; the chunk's rows are
+ * this thread's alone. */
+static sc_status sc_loader_fill(const sc_loader *loader, const sc_chunk *chunk,
+                                int64_t *failed_j)
+{
+    const sc_batch *b = &chunk->slot->batch;
+    sc_tensor in_rows[SC_MAX_IO], tgt_rows[SC_MAX_IO];
+    sc_tensor_list inputs, targets;
+    for (int64_t j = chunk->begin; j < chunk->end; j++) {
+        int64_t i = b->samples[j];
+        sc_rng rng;
+        sc_rng_init(&rng, loader->config.seed, sc_rng_mix(loader->epoch, (uint64_t)i));
+        sc_loader_rows(&b->inputs, j, in_rows, &inputs);
+        sc_loader_rows(&b->targets, j, tgt_rows, &targets);
+        sc_status status = loader->plugin->dataset_getitem(loader->dataset, i, &rng, &inputs,
+                                                           &targets);
+        if (status != SC_OK) {
+            *failed_j = j;
+            return status;
+        }
+    }
+    return SC_OK;
+}
+
+/* Counts a filled chunk; keeps the first failure in batch order, with its
+ * message taken from this thread's error slot. Thread rule: mu held, by
+ * the thread that filled the chunk. */
+static void sc_loader_complete(sc_loader *loader, const sc_chunk *chunk, sc_status status,
+                               int64_t failed_j)
+{
+    sc_slot *slot = chunk->slot;
+    int64_t b = slot->batch.index;
+    if (status != SC_OK &&
+        (b < loader->fail_batch || (b == loader->fail_batch && failed_j < loader->fail_j))) {
+        const char *why = sc_error_message();
+        loader->fail_batch = b;
+        loader->fail_j = failed_j;
+        snprintf(loader->fail_message, sizeof loader->fail_message,
+                 "dataset_getitem failed on %s sample %lld: %s", sc_split_name(loader->split),
+                 (long long)slot->batch.samples[failed_j], why[0] ? why : sc_status_name(status));
+    }
+    slot->remaining -= chunk->end - chunk->begin;
+    if (slot->remaining == 0)
+        slot->state = SC_SLOT_READY;
+    loader->busy--;
+    if (slot->remaining == 0 || (loader->busy == 0 && !loader->running))
+        pthread_cond_signal(&loader->done_cv);
+}
+
+/* Claims, fills and completes one chunk; false when there is nothing to
+ * claim. Thread rule: mu held on entry and on return, released while
+ * getitem runs. */
+static bool sc_loader_work(sc_loader *loader)
+{
+    sc_chunk chunk;
+    if (!sc_loader_claim(loader, &chunk))
+        return false;
+    pthread_mutex_unlock(&loader->mu);
+    int64_t failed_j = 0;
+    sc_status status = sc_loader_fill(loader, &chunk, &failed_j);
+    pthread_mutex_lock(&loader->mu);
+    sc_loader_complete(loader, &chunk, status, failed_j);
+    return true;
+}
+
+/* Thread rule: a worker thread, until quit. */
+static void *sc_loader_worker(void *arg)
+{
+    sc_loader *loader = arg;
+    pthread_mutex_lock(&loader->mu);
+    while (!loader->quit)
+        if (!sc_loader_work(loader))
+            pthread_cond_wait(&loader->work_cv, &loader->mu);
+    pthread_mutex_unlock(&loader->mu);
+    return NULL;
+}
+
+/* ---- epochs -------------------------------------------------------- */
+
+/* This rank's dataset indices for the epoch, by the header's rule.
+ * Thread rule: consumer thread, workers parked. */
+static void sc_loader_plan(sc_loader *loader)
+{
+    const sc_loader_config *c = &loader->config;
+    for (int64_t i = 0; i < loader->len; i++)
+        loader->perm[i] = i;
+    if (c->shuffle) {
+        sc_rng rng;
+        sc_rng_init(&rng, c->seed, sc_rng_mix(loader->epoch, SC_LOADER_SAMPLER_STREAM));
+        for (int64_t i = loader->len - 1; i > 0; i--) {
+            int64_t j = (int64_t)sc_rng_below(&rng, (uint64_t)i + 1);
+            int64_t t = loader->perm[i];
+            loader->perm[i] = loader->perm[j];
+            loader->perm[j] = t;
+        }
+    }
+    for (int64_t k = 0; k < loader->n_samples; k++)
+        loader->order[k] = loader->perm[c->rank + k * c->world];
+}
+
+/* Thread rule: consumer thread. */
+sc_status sc_loader_start_epoch(sc_loader *loader, int epoch, int64_t first_batch)
+{
+    if (epoch < 1 || first_batch < 0 || first_batch > loader->n_batches)
+        return sc_error_set(SC_ERR_INVALID,
+                            "loader: cannot start epoch %d at batch %lld of %lld", epoch,
+                            (long long)first_batch, (long long)loader->n_batches);
+    sc_loader_stop_epoch(loader);
+    loader->epoch = (uint64_t)epoch;
+    sc_loader_plan(loader);
+    pthread_mutex_lock(&loader->mu);
+    loader->next_out = first_batch;
+    loader->claim_batch = first_batch;
+    loader->claim_j = 0;
+    loader->started = true;
+    loader->running = true;
+    pthread_cond_broadcast(&loader->work_cv);
+    pthread_mutex_unlock(&loader->mu);
+    return SC_OK;
+}
+
+/* Thread rule: consumer thread, mu held. */
+static sc_status sc_loader_next_locked(sc_loader *loader, sc_batch **out)
+{
+    *out = NULL;
+    if (!loader->started)
+        return sc_error_set(SC_ERR_STATE, "loader: no epoch started");
+    int64_t b = loader->next_out;
+    if (b > loader->fail_batch)
+        return sc_error_set(SC_ERR_PLUGIN, "%s", loader->fail_message);
+    if (b >= loader->n_batches)
+        return SC_OK;
+    sc_slot *slot = sc_loader_slot(loader, b);
+    if (slot->state == SC_SLOT_OUT)
+        return sc_error_set(SC_ERR_STATE, "loader: all %d batches are held; release one first",
+                            loader->n_slots);
+    /* With workers, they fill it; without, this thread does, chunk by chunk
+     * (the slot is free or filling, so a claim always succeeds). */
+    while (slot->state != SC_SLOT_READY) {
+        if (loader->n_threads > 0)
+            pthread_cond_wait(&loader->done_cv, &loader->mu);
+        else
+            sc_loader_work(loader);
+    }
+    if (b == loader->fail_batch) {
+        loader->next_out++; /* past the failure: later calls repeat it */
+        return sc_error_set(SC_ERR_PLUGIN, "%s", loader->fail_message);
+    }
+    slot->state = SC_SLOT_OUT;
+    loader->next_out++;
+    *out = &slot->batch;
+    return SC_OK;
+}
+
+/* Thread rule: consumer thread. */
+sc_status sc_loader_next(sc_loader *loader, sc_batch **out)
+{
+    pthread_mutex_lock(&loader->mu);
+    sc_status status = sc_loader_next_locked(loader, out);
+    pthread_mutex_unlock(&loader->mu);
+    return status;
+}
+
+/* Thread rule: consumer thread. */
+void sc_loader_release(sc_loader *loader, sc_batch *batch)
+{
+    sc_slot *slot = sc_loader_slot(loader, batch->index);
+    pthread_mutex_lock(&loader->mu);
+    if (&slot->batch == batch && slot->state == SC_SLOT_OUT) {
+        slot->state = SC_SLOT_FREE;
+        pthread_cond_broadcast(&loader->work_cv);
+    }
+    pthread_mutex_unlock(&loader->mu);
+}
+
+/* Thread rule: consumer thread. */
+void sc_loader_stop_epoch(sc_loader *loader)
+{
+    pthread_mutex_lock(&loader->mu);
+    loader->running = false;
+    while (loader->busy > 0)
+        pthread_cond_wait(&loader->done_cv, &loader->mu);
+    for (int s = 0; s < loader->n_slots; s++)
+        loader->slots[s].state = SC_SLOT_FREE;
+    loader->started = false;
+    loader->fail_batch = INT64_MAX;
+    loader->fail_j = 0;
+    pthread_mutex_unlock(&loader->mu);
+}

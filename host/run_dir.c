@@ -1,0 +1,189 @@
+#include "run_dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char CKPT_PREFIX[] = "epoch-";
+static const char CKPT_SUFFIX[] = ".ckpt";
+
+static sc_status mkdir_p(const char *path)
+{
+    char buf[SC_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return sc_error_set(SC_ERR_IO, "cannot create directory %s: %s", buf,
+                                strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        return sc_error_set(SC_ERR_IO, "cannot create directory %s: %s", buf, strerror(errno));
+    return SC_OK;
+}
+
+static bool file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+sc_status sc_run_dir_prepare(sc_run_dir *rd, const char *path, bool resume)
+{
+    if (strlen(path) + 32 >= sizeof rd->root)
+        return sc_error_set(SC_ERR_INVALID, "run directory path too long: %s", path);
+    snprintf(rd->root, sizeof rd->root, "%s", path);
+    snprintf(rd->checkpoints, sizeof rd->checkpoints, "%s/checkpoints", path);
+    char last[SC_PATH_MAX];
+    sc_run_dir_alias(rd, "last", last, sizeof last);
+    if (!resume && file_exists(last))
+        return sc_error_set(SC_ERR_INVALID,
+                            "%s already holds a run (%s); continue it with --resume, "
+                            "or choose another --run-dir",
+                            path, last);
+    return mkdir_p(rd->checkpoints);
+}
+
+void sc_run_dir_file(const sc_run_dir *rd, const char *name, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s/%s", rd->root, name);
+}
+
+void sc_run_dir_checkpoint(const sc_run_dir *rd, int epoch, int64_t step, char *buf,
+                           size_t size)
+{
+    snprintf(buf, size, "%s/%s%04d-step-%09lld%s", rd->checkpoints, CKPT_PREFIX, epoch,
+             (long long)step, CKPT_SUFFIX);
+}
+
+void sc_run_dir_alias(const sc_run_dir *rd, const char *alias, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s/%s%s", rd->checkpoints, alias, CKPT_SUFFIX);
+}
+
+static sc_status copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb");
+    FILE *out = in ? fopen(to, "wb") : NULL;
+    sc_status st = SC_OK;
+    char buf[1 << 16];
+    size_t n;
+    while (out && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n)
+            st = SC_ERR_IO;
+    if (!in || !out || ferror(in) || fflush(out) != 0 || fsync(fileno(out)) != 0)
+        st = SC_ERR_IO;
+    if (out && fclose(out) != 0)
+        st = SC_ERR_IO;
+    if (in)
+        fclose(in);
+    if (st != SC_OK)
+        return sc_error_set(st, "cannot copy %s to %s: %s", from, to, strerror(errno));
+    return SC_OK;
+}
+
+sc_status sc_run_dir_publish(const sc_run_dir *rd, const char *ckpt, const char *alias)
+{
+    char dst[SC_PATH_MAX], tmp[SC_PATH_MAX + 8];
+    sc_run_dir_alias(rd, alias, dst, sizeof dst);
+    snprintf(tmp, sizeof tmp, "%s.tmp", dst);
+    unlink(tmp);
+    if (link(ckpt, tmp) != 0)
+        SC_TRY(copy_file(ckpt, tmp));
+    if (rename(tmp, dst) != 0)
+        return sc_error_set(SC_ERR_IO, "cannot rename %s to %s: %s", tmp, dst,
+                            strerror(errno));
+    return SC_OK;
+}
+
+static bool is_numbered(const char *name)
+{
+    size_t n = strlen(name), p = sizeof CKPT_PREFIX - 1, s = sizeof CKPT_SUFFIX - 1;
+    return n > p + s && strncmp(name, CKPT_PREFIX, p) == 0 &&
+           strcmp(name + n - s, CKPT_SUFFIX) == 0;
+}
+
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+sc_status sc_run_dir_prune(const sc_run_dir *rd, int keep)
+{
+    DIR *d = opendir(rd->checkpoints);
+    if (!d)
+        return sc_error_set(SC_ERR_IO, "cannot list %s: %s", rd->checkpoints, strerror(errno));
+    char **names = NULL;
+    size_t count = 0, cap = 0;
+    sc_status st = SC_OK;
+    for (struct dirent *e; st == SC_OK && (e = readdir(d));) {
+        if (!is_numbered(e->d_name))
+            continue;
+        if (count == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **grown = realloc(names, cap * sizeof *names);
+            if (!grown) {
+                st = sc_error_set(SC_ERR_NOMEM, "out of memory listing checkpoints");
+                break;
+            }
+            names = grown;
+        }
+        if (!(names[count] = strdup(e->d_name)))
+            st = sc_error_set(SC_ERR_NOMEM, "out of memory listing checkpoints");
+        else
+            count++;
+    }
+    closedir(d);
+    /* Zero-padded names sort oldest first. */
+    qsort(names, count, sizeof *names, compare_names);
+    for (size_t i = 0; i < count; i++) {
+        if (st == SC_OK && i + (size_t)keep < count) {
+            char path[SC_PATH_MAX + 256];
+            snprintf(path, sizeof path, "%s/%s", rd->checkpoints, names[i]);
+            if (unlink(path) != 0)
+                st = sc_error_set(SC_ERR_IO, "cannot remove %s: %s", path, strerror(errno));
+        }
+        free(names[i]);
+    }
+    free(names);
+    return st;
+}
+
+/* The "epoch" field of a metrics.jsonl record, or -1. */
+static int record_epoch(const char *line)
+{
+    const char *p = strstr(line, "\"epoch\":");
+    return p ? atoi(p + 8) : -1;
+}
+
+sc_status sc_run_dir_trim_metrics(const sc_run_dir *rd, int epoch)
+{
+    char path[SC_PATH_MAX], tmp[SC_PATH_MAX + 8];
+    sc_run_dir_file(rd, "metrics.jsonl", path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *in = fopen(path, "r");
+    if (!in)
+        return SC_OK; /* nothing logged yet */
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return sc_error_set(SC_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, in) > 0)
+        if (record_epoch(line) < epoch)
+            fputs(line, out);
+    free(line);
+    fclose(in);
+    if (fclose(out) != 0 || rename(tmp, path) != 0)
+        return sc_error_set(SC_ERR_IO, "cannot rewrite %s: %s", path, strerror(errno));
+    return SC_OK;
+}

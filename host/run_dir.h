@@ -1,0 +1,49 @@
+/* run_dir.h — the run directory:
+ *
+ *   RUN/config.ini          the resolved config
+ *   RUN/metrics.jsonl       one JSON object per epoch and phase (run_log.h)
+ *   RUN/checkpoints/epoch-EEEE-step-SSSSSSSSS.ckpt   the last --keep-last
+ *   RUN/checkpoints/last.ckpt, best.ckpt            hard links (or copies)
+ *
+ * A directory that already holds a run is only reused with --resume, so a
+ * new run never overwrites an old run's checkpoints.
+ */
+#ifndef SCORCH_HOST_RUN_DIR_H
+#define SCORCH_HOST_RUN_DIR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+
+typedef struct sc_run_dir {
+    char root[SC_PATH_MAX];
+    char checkpoints[SC_PATH_MAX];
+} sc_run_dir;
+
+/* Creates RUN and RUN/checkpoints as needed. Without resume, refuses a
+ * directory that already has checkpoints. */
+sc_status sc_run_dir_prepare(sc_run_dir *rd, const char *path, bool resume);
+
+/* RUN/<name> into buf. */
+void sc_run_dir_file(const sc_run_dir *rd, const char *name, char *buf, size_t size);
+
+/* The numbered checkpoint path for (epoch, step). */
+void sc_run_dir_checkpoint(const sc_run_dir *rd, int epoch, int64_t step, char *buf,
+                           size_t size);
+
+/* RUN/checkpoints/<alias>.ckpt ("last", "best") into buf. */
+void sc_run_dir_alias(const sc_run_dir *rd, const char *alias, char *buf, size_t size);
+
+/* Points <alias>.ckpt at ckpt atomically (hard link, else copy; then
+ * rename). */
+sc_status sc_run_dir_publish(const sc_run_dir *rd, const char *ckpt, const char *alias);
+
+/* Deletes all but the newest keep numbered checkpoints (aliases stay). */
+sc_status sc_run_dir_prune(const sc_run_dir *rd, int keep);
+
+/* On resume: drops metrics.jsonl records of epochs >= epoch, which the
+ * resumed run will write again. */
+sc_status sc_run_dir_trim_metrics(const sc_run_dir *rd, int epoch);
+
+#endif

@@ -1,0 +1,112 @@
+/* scorch-test: evaluates a checkpoint on a split and writes per-sample
+ * predictions with their top-k classes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "config.h"
+#include "evaluate.h"
+#include "predictions.h"
+#include "run_log.h"
+#include "session.h"
+
+enum { EXIT_USAGE = 2 };
+
+/* Takes model, dataset and their args from the checkpoint's resolved
+ * config where the command line left them empty. */
+static sc_status fill_from_checkpoint(sc_config *cfg)
+{
+    char *text = NULL;
+    SC_TRY(sc_checkpoint_config(cfg->checkpoint, &text));
+    char tmp[] = "/tmp/scorch-test-config-XXXXXX";
+    int fd = mkstemp(tmp);
+    size_t len = strlen(text);
+    bool written = fd >= 0 && write(fd, text, len) == (ssize_t)len;
+    if (fd >= 0)
+        close(fd);
+    free(text);
+    sc_config saved;
+    sc_config_defaults(&saved);
+    sc_status st = written ? sc_config_load_ini(&saved, SC_PROGRAM_TRAIN, tmp)
+                           : sc_error_set(SC_ERR_IO, "cannot write a temporary file");
+    unlink(tmp);
+    if (st != SC_OK)
+        return sc_error_wrap(st, "reading the config saved in %s", cfg->checkpoint);
+    sc_config_inherit(cfg, &saved);
+    return SC_OK;
+}
+
+static sc_split parse_split(const char *name)
+{
+    return strcmp(name, "train") == 0 ? SC_SPLIT_TRAIN
+           : strcmp(name, "valid") == 0 ? SC_SPLIT_VALID
+                                        : SC_SPLIT_TEST;
+}
+
+static sc_status evaluate(sc_session *s, const sc_config *cfg, sc_metrics *metrics)
+{
+    sc_split split = parse_split(cfg->split);
+    sc_loader_config lc = {.batch_size = cfg->batch_size, .workers = cfg->workers,
+                           .prefetch = cfg->prefetch, .seed = cfg->seed, .world = 1};
+    sc_loader *loader;
+    SC_TRY(sc_loader_new(s->data.api, s->splits[split], split, &lc, &loader));
+    sc_predictions pred = {0};
+    sc_status st = cfg->predictions[0] ? sc_predictions_open(&pred, cfg->predictions, cfg->topk,
+                                                             s->data.api, s->index)
+                                       : SC_OK;
+    sc_eval_sums sums = {0};
+    double t0 = sc_now();
+    if (st == SC_OK)
+        st = sc_evaluate(s, loader, cfg->split, 1, cfg->max_test_iterations, metrics, &sums,
+                         pred.csv ? sc_predictions_write : NULL, &pred);
+    double seconds = sc_now() - t0;
+    sc_status closed = sc_predictions_close(&pred);
+    sc_loader_free(loader);
+    SC_TRY(st);
+    SC_TRY(closed);
+    printf("%s  loss %.4f", cfg->split, sums.samples ? sums.loss_sum / (double)sums.samples : 0);
+    for (int i = 0; i < sc_metrics_count(metrics); i++)
+        printf("  %s %.4f", sc_metrics_name(metrics, i), sc_metrics_value(metrics, i));
+    printf("  | %lld samples  %.1f s\n", (long long)sums.samples, seconds);
+    if (pred.rows)
+        printf("predictions: %s (%lld rows, top-%d)\n", cfg->predictions,
+               (long long)pred.rows, cfg->topk);
+    return SC_OK;
+}
+
+static sc_status run(sc_config *cfg)
+{
+    SC_TRY(fill_from_checkpoint(cfg));
+    sc_cpu_set_threads(cfg->threads);
+    sc_session s;
+    SC_TRY(sc_session_open(&s, cfg));
+    sc_metrics *metrics = sc_metrics_new();
+    sc_status st = metrics ? sc_checkpoint_load(cfg->checkpoint, s.params, NULL, NULL, NULL,
+                                                s.model.api->name)
+                           : SC_ERR_NOMEM;
+    if (st == SC_OK)
+        st = evaluate(&s, cfg, metrics);
+    sc_metrics_free(metrics);
+    sc_session_close(&s);
+    return st;
+}
+
+int main(int argc, char **argv)
+{
+    sc_config cfg;
+    bool exit_now = false;
+    sc_config_defaults(&cfg);
+    if (sc_config_parse(&cfg, SC_PROGRAM_TEST, argc, argv, &exit_now) != SC_OK) {
+        fprintf(stderr, "scorch-test: %s\n", sc_error_message());
+        return EXIT_USAGE;
+    }
+    if (exit_now)
+        return 0;
+    if (run(&cfg) != SC_OK) {
+        fprintf(stderr, "scorch-test: %s\n", sc_error_message());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,200 @@
+#include "session.h"
+
+#include <string.h>
+
+/* Wraps a failed plugin call's message with the plugin file and function. */
+static sc_status plugin_failed(sc_status st, const sc_plugin_lib *lib, const char *fn)
+{
+    return sc_error_wrap(st == SC_OK ? SC_ERR_PLUGIN : st, "%s: %s", lib->path, fn);
+}
+
+static sc_status check_spec_match(const sc_session *s, sc_split split)
+{
+    sc_sample_spec spec;
+    s->data.api->dataset_spec(s->splits[split], &spec);
+    if (memcmp(&spec, &s->spec, sizeof spec) != 0)
+        return sc_error_set(SC_ERR_PLUGIN,
+                            "%s: the %s split's samples differ in dtype or shape from train's",
+                            s->data.lib.path, sc_split_name(split));
+    return SC_OK;
+}
+
+static sc_status check_spec(const sc_session *s)
+{
+    const sc_sample_spec *sp = &s->spec;
+    if (sp->n_inputs < 1 || sp->n_inputs > SC_MAX_IO || sp->n_targets < 0 ||
+        sp->n_targets > SC_MAX_IO)
+        return sc_error_set(SC_ERR_PLUGIN,
+                            "%s: dataset_spec gives %d inputs and %d targets (1..%d and 0..%d)",
+                            s->data.lib.path, sp->n_inputs, sp->n_targets, SC_MAX_IO,
+                            SC_MAX_IO);
+    return SC_OK;
+}
+
+static sc_status open_data(sc_session *s, const sc_config *cfg)
+{
+    const sc_dataset_plugin *api = s->data.api;
+    SC_TRY(sc_args_parse(cfg->dataset_args, "dataset arg", &s->dataset_args));
+    sc_status st = api->index_open(cfg->dataset_path, s->dataset_args, &s->index);
+    if (st != SC_OK) {
+        s->index = NULL;
+        return plugin_failed(st, &s->data.lib, "index_open");
+    }
+    for (int k = 0; k < SC_SPLIT_COUNT; k++) {
+        st = api->dataset_open(s->index, (sc_split)k, &s->splits[k]);
+        if (st != SC_OK) {
+            s->splits[k] = NULL;
+            return plugin_failed(st, &s->data.lib, "dataset_open");
+        }
+    }
+    api->dataset_spec(s->splits[SC_SPLIT_TRAIN], &s->spec);
+    SC_TRY(check_spec(s));
+    SC_TRY(check_spec_match(s, SC_SPLIT_VALID));
+    return check_spec_match(s, SC_SPLIT_TEST);
+}
+
+static sc_status create_network(sc_session *s, const sc_config *cfg)
+{
+    const sc_model_plugin *api = s->model.api;
+    SC_TRY(sc_args_parse(cfg->model_args, "model arg", &s->model_args));
+    if (!(s->params = sc_params_new()))
+        return SC_ERR_NOMEM;
+    sc_rng init_rng;
+    sc_rng_init(&init_rng, cfg->seed, 0x1417); /* the parameter-init stream */
+    sc_status st = api->network_create(s->model_args, &s->spec, s->params, &init_rng, &s->net);
+    if (st != SC_OK) {
+        s->net = NULL;
+        return plugin_failed(st, &s->model.lib, "network_create");
+    }
+    if (sc_params_count(s->params) == 0)
+        return sc_error_set(SC_ERR_PLUGIN, "%s: network_create made no parameters",
+                            s->model.lib.path);
+    s->main_metric_mode = SC_METRIC_MAX;
+    s->main_metric = api->socket_main_metric(s->net, &s->main_metric_mode);
+    if (!s->main_metric || !s->main_metric[0] ||
+        (s->main_metric_mode != SC_METRIC_MAX && s->main_metric_mode != SC_METRIC_MIN))
+        return sc_error_set(SC_ERR_PLUGIN,
+                            "%s: socket_main_metric must name a metric and set its mode "
+                            "to SC_METRIC_MAX or SC_METRIC_MIN", s->model.lib.path);
+    if (api->socket_param_trains)
+        for (int i = 0; i < sc_params_count(s->params); i++) {
+            sc_tensor *p = sc_params_at(s->params, i);
+            sc_params_set_trainable(p, api->socket_param_trains(s->net, p->name));
+        }
+    return SC_OK;
+}
+
+static sc_status add_hooks(sc_session *s, const sc_plugin_lib *lib)
+{
+    if (!lib->handle || !lib->hooks)
+        return SC_OK;
+    return sc_hook_set_add(s->hooks, lib->hooks, lib->path);
+}
+
+static sc_status load_plugins(sc_session *s, const sc_config *cfg)
+{
+    SC_TRY(sc_model_lib_open(cfg->model, &s->model));
+    SC_TRY(sc_dataset_lib_open(cfg->dataset, &s->data));
+    if (cfg->hooks[0])
+        SC_TRY(sc_hooks_lib_open(cfg->hooks, &s->hooks_lib));
+    SC_TRY(sc_hook_set_new(&s->hooks));
+    SC_TRY(add_hooks(s, &s->model.lib));
+    SC_TRY(add_hooks(s, &s->data.lib));
+    return add_hooks(s, &s->hooks_lib);
+}
+
+static sc_status parse_device(const char *text, sc_device *device)
+{
+    if (strcmp(text, "cpu") == 0) {
+        *device = (sc_device){SC_DEVICE_CPU, 0};
+        return SC_OK;
+    }
+    return sc_error_set(SC_ERR_UNSUPPORTED,
+                        "--device %s: this build of scorch has only the cpu device", text);
+}
+
+sc_status sc_session_open(sc_session *s, const sc_config *cfg)
+{
+    memset(s, 0, sizeof *s);
+    sc_device device;
+    sc_status st = parse_device(cfg->device, &device);
+    if (st == SC_OK)
+        st = load_plugins(s, cfg);
+    if (st == SC_OK)
+        st = open_data(s, cfg);
+    if (st == SC_OK)
+        st = create_network(s, cfg);
+    if (st == SC_OK && !(s->ctx = sc_ctx_new(device)))
+        st = SC_ERR_NOMEM;
+    if (st != SC_OK)
+        sc_session_close(s);
+    return st;
+}
+
+void sc_session_close(sc_session *s)
+{
+    sc_ctx_free(s->ctx);
+    if (s->net)
+        s->model.api->network_destroy(s->net);
+    sc_params_free(s->params);
+    for (int k = SC_SPLIT_COUNT - 1; k >= 0; k--)
+        if (s->splits[k])
+            s->data.api->dataset_close(s->splits[k]);
+    if (s->index)
+        s->data.api->index_close(s->index);
+    sc_args_free(s->model_args);
+    sc_args_free(s->dataset_args);
+    sc_hook_set_free(s->hooks);
+    if (s->hooks_lib.handle)
+        sc_plugin_lib_close(&s->hooks_lib);
+    if (s->data.lib.handle)
+        sc_plugin_lib_close(&s->data.lib);
+    if (s->model.lib.handle)
+        sc_plugin_lib_close(&s->model.lib);
+    memset(s, 0, sizeof *s);
+}
+
+sc_status sc_session_forward(sc_session *s, const sc_tensor_list *inputs,
+                             sc_tensor_list *outputs)
+{
+    memset(outputs, 0, sizeof *outputs);
+    sc_status st = s->model.api->network_forward(s->net, s->ctx, inputs, outputs);
+    if (st != SC_OK)
+        return plugin_failed(st, &s->model.lib, "network_forward");
+    if (outputs->n < 1 || outputs->n > SC_MAX_IO)
+        return sc_error_set(SC_ERR_PLUGIN, "%s: network_forward returned %d outputs",
+                            s->model.lib.path, outputs->n);
+    for (int i = 0; i < outputs->n; i++)
+        if (!outputs->t[i])
+            return sc_error_set(SC_ERR_PLUGIN, "%s: network_forward output %d is NULL",
+                                s->model.lib.path, i);
+    return SC_OK;
+}
+
+sc_status sc_session_criterion(sc_session *s, const sc_tensor_list *outputs,
+                               const sc_tensor_list *targets, sc_tensor **loss)
+{
+    *loss = NULL;
+    sc_status st = s->model.api->socket_criterion(s->net, s->ctx, outputs, targets, loss);
+    if (st != SC_OK)
+        return plugin_failed(st, &s->model.lib, "socket_criterion");
+    if (!*loss || (*loss)->numel != 1 || (*loss)->dtype != SC_F32)
+        return sc_error_set(SC_ERR_PLUGIN,
+                            "%s: socket_criterion must return one f32 value as the loss",
+                            s->model.lib.path);
+    return SC_OK;
+}
+
+sc_status sc_session_metrics(sc_session *s, const sc_tensor_list *outputs,
+                             const sc_tensor_list *targets, sc_metrics *metrics)
+{
+    sc_status st = s->model.api->socket_metrics(s->net, outputs, targets, metrics);
+    if (st != SC_OK)
+        return plugin_failed(st, &s->model.lib, "socket_metrics");
+    return SC_OK;
+}
+
+int64_t sc_session_split_len(const sc_session *s, sc_split split)
+{
+    return s->data.api->dataset_len(s->splits[split]);
+}

@@ -1,0 +1,49 @@
+/* session.h — what scorch-train and scorch-test both set up: the model
+ * and dataset plugins, the dataset index and its splits, the network with
+ * its parameters, the compute context and the run's hooks.
+ *
+ * Every plugin call goes through here, so a failure is reported once, as
+ * "<plugin file>: <function>: <plugin's message>".
+ */
+#ifndef SCORCH_HOST_SESSION_H
+#define SCORCH_HOST_SESSION_H
+
+#include "config.h"
+#include "hook_set.h"
+#include "plugin_loader.h"
+#include "scorch/scorch.h"
+
+typedef struct sc_session {
+    sc_model_lib model;
+    sc_dataset_lib data;
+    sc_plugin_lib hooks_lib; /* --hooks, if given */
+    sc_args *model_args;
+    sc_args *dataset_args;
+    void *index;
+    void *splits[SC_SPLIT_COUNT];
+    sc_sample_spec spec; /* of the train split; the others must match */
+    sc_params *params;
+    void *net;
+    sc_ctx *ctx;
+    sc_hook_set *hooks;
+    const char *main_metric; /* from socket_main_metric */
+    sc_metric_mode main_metric_mode;
+} sc_session;
+
+/* Loads and creates everything from cfg; on error, what was opened is
+ * closed again and the message names the part that failed. */
+sc_status sc_session_open(sc_session *s, const sc_config *cfg);
+void sc_session_close(sc_session *s);
+
+/* outputs = network(batch inputs); loss = criterion(outputs, targets) when
+ * loss is not NULL. Checks the plugin's results. */
+sc_status sc_session_forward(sc_session *s, const sc_tensor_list *inputs,
+                             sc_tensor_list *outputs);
+sc_status sc_session_criterion(sc_session *s, const sc_tensor_list *outputs,
+                               const sc_tensor_list *targets, sc_tensor **loss);
+sc_status sc_session_metrics(sc_session *s, const sc_tensor_list *outputs,
+                             const sc_tensor_list *targets, sc_metrics *metrics);
+
+int64_t sc_session_split_len(const sc_session *s, sc_split split);
+
+#endif

@@ -1,0 +1,38 @@
+/* trainer.h — the train / valid / test loop of scorch-train.
+ *
+ * Per epoch: the train phase (forward, criterion, backward, optimizer
+ * step, per batch), an optional eval pass over the train split
+ * (--validate-on-train, phase "train_eval"), the valid phase, then the
+ * schedule, best-metric tracking and a checkpoint; the test phase follows
+ * the last epoch. Hooks run at their points after the built-in steps.
+ */
+#ifndef SCORCH_HOST_TRAINER_H
+#define SCORCH_HOST_TRAINER_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+
+typedef struct sc_trainer sc_trainer;
+
+/* Set by scorch-train's SIGINT/SIGTERM handler: the trainer stops after
+ * the current batch and writes a checkpoint. */
+extern volatile sig_atomic_t sc_trainer_stop_signal;
+
+/* Sets everything up (and resumes when cfg->resume); errors name the part
+ * that failed. */
+sc_status sc_trainer_new(const sc_config *cfg, sc_trainer **out);
+
+/* Trains. *interrupted tells whether it stopped early on a signal. */
+sc_status sc_trainer_run(sc_trainer *t, bool *interrupted);
+
+/* The run's last checkpoint into path; false when none was written yet.
+ * A failed run never writes one, so after a failure this names the last
+ * good state. */
+bool sc_trainer_last_checkpoint(const sc_trainer *t, char *path, size_t size);
+
+void sc_trainer_free(sc_trainer *t);
+
+#endif

@@ -1,0 +1,237 @@
+/* fashion_mnist — the Fashion-MNIST dataset plugin.
+ *
+ * --dataset-path: the folder holding the four gzipped IDX files,
+ * {train,t10k}-images-idx3-ubyte.gz and {train,t10k}-labels-idx1-ubyte.gz.
+ * Splits: train = the first 60000 - valid_size images of the training
+ * file, valid = its last valid_size, test = t10k.
+ * Dataset args: valid_size (10000), normalize (true: (x/255 - mean) / std
+ * with Fashion-MNIST's training mean and std; false: x/255).
+ * A sample: input f32 [1, 28, 28], target i64 [] (class 0..9).
+ *
+ * The index keeps the pixels as u8 (47 MB for the training file, rather
+ * than 188 MB as f32) and getitem converts through a 256-entry table.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <scorch/plugin.h>
+
+#include "idx.h"
+
+enum { SIDE = 28, PIXELS = SIDE * SIDE, CLASSES = 10, PATH_BYTES = 4096 };
+
+static const char *const class_names[CLASSES] = {
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+    "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot",
+};
+
+/* Mean and std of the training pixels scaled to [0, 1]. */
+static const float pixel_mean = 0.2860f, pixel_std = 0.3530f;
+
+/* One images + labels pair of files. */
+typedef struct fm_file_pair {
+    int64_t count;
+    uint8_t *pixels; /* [count, 28, 28] */
+    uint8_t *labels; /* [count], each < CLASSES */
+} fm_file_pair;
+
+/* A split: a window on one file pair. A view into the index. */
+typedef struct fm_dataset {
+    const struct fm_index *index;
+    const fm_file_pair *files;
+    int64_t first, len;
+} fm_dataset;
+
+typedef struct fm_index {
+    fm_file_pair train_files, test_files;
+    float pixel_value[256]; /* pixel byte -> input value */
+    fm_dataset splits[SC_SPLIT_COUNT];
+} fm_index;
+
+/* Dataset args. Issue 3's augmentation options (train only) join here. */
+typedef struct fm_options {
+    int64_t valid_size;
+    bool normalize;
+} fm_options;
+
+static sc_status parse_options(const sc_args *args, fm_options *o)
+{
+    static const char *const known[] = {"valid_size", "normalize", NULL};
+    SC_TRY(sc_args_check_known(args, known));
+    SC_TRY(sc_args_int(args, "valid_size", 10000, &o->valid_size));
+    SC_TRY(sc_args_bool(args, "normalize", true, &o->normalize));
+    if (o->valid_size < 0)
+        return sc_error_set(SC_ERR_INVALID, "dataset arg 'valid_size': %lld is negative",
+                            (long long)o->valid_size);
+    return SC_OK;
+}
+
+static sc_status check_dir(const char *path)
+{
+    struct stat st;
+    if (!path || !*path)
+        return sc_error_set(SC_ERR_INVALID, "no dataset path: pass --dataset-path, the "
+                            "folder holding train-images-idx3-ubyte.gz and the rest");
+    if (stat(path, &st) != 0)
+        return sc_error_set(SC_ERR_IO, "dataset path %s: %s", path, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return sc_error_set(SC_ERR_INVALID, "dataset path %s is not a folder", path);
+    return SC_OK;
+}
+
+static void free_file_pair(fm_file_pair *p)
+{
+    free(p->pixels);
+    free(p->labels);
+    *p = (fm_file_pair){0};
+}
+
+static sc_status check_labels(const fm_file_pair *p, const char *path)
+{
+    for (int64_t i = 0; i < p->count; i++)
+        if (p->labels[i] >= CLASSES)
+            return sc_error_set(SC_ERR_FORMAT, "%s: label %d of item %lld is outside 0..%d",
+                                path, p->labels[i], (long long)i, CLASSES - 1);
+    return SC_OK;
+}
+
+/* Reads <dir>/<prefix>-images-idx3-ubyte.gz and the matching labels. */
+static sc_status read_file_pair(fm_file_pair *p, const char *dir, const char *prefix)
+{
+    char images[PATH_BYTES], labels[PATH_BYTES];
+    snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
+    snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
+    int64_t n_labels;
+    SC_TRY(idx_read_u8(images, 3, (const int64_t[]){SIDE, SIDE}, &p->count, &p->pixels));
+    sc_status st = idx_read_u8(labels, 1, NULL, &n_labels, &p->labels);
+    if (st == SC_OK && n_labels != p->count)
+        st = sc_error_set(SC_ERR_FORMAT, "%s has %lld labels but %s has %lld images", labels,
+                          (long long)n_labels, images, (long long)p->count);
+    if (st == SC_OK)
+        st = check_labels(p, labels);
+    if (st != SC_OK)
+        free_file_pair(p);
+    return st;
+}
+
+static void fill_pixel_values(fm_index *ix, bool normalize)
+{
+    for (int b = 0; b < 256; b++) {
+        float x = (float)b / 255.0f;
+        ix->pixel_value[b] = normalize ? (x - pixel_mean) / pixel_std : x;
+    }
+}
+
+static sc_status make_splits(fm_index *ix, int64_t valid_size)
+{
+    int64_t n = ix->train_files.count;
+    if (valid_size >= n)
+        return sc_error_set(SC_ERR_INVALID, "dataset arg 'valid_size': %lld leaves no "
+                            "training images (the training file has %lld)",
+                            (long long)valid_size, (long long)n);
+    ix->splits[SC_SPLIT_TRAIN] = (fm_dataset){ix, &ix->train_files, 0, n - valid_size};
+    ix->splits[SC_SPLIT_VALID] = (fm_dataset){ix, &ix->train_files, n - valid_size, valid_size};
+    ix->splits[SC_SPLIT_TEST] = (fm_dataset){ix, &ix->test_files, 0, ix->test_files.count};
+    return SC_OK;
+}
+
+static void fm_index_close(void *index)
+{
+    fm_index *ix = index;
+    if (!ix)
+        return;
+    free_file_pair(&ix->train_files);
+    free_file_pair(&ix->test_files);
+    free(ix);
+}
+
+static sc_status fm_index_open(const char *path, const sc_args *args, void **index)
+{
+    *index = NULL;
+    fm_options o;
+    SC_TRY(parse_options(args, &o));
+    SC_TRY(check_dir(path));
+    fm_index *ix = calloc(1, sizeof *ix);
+    if (!ix)
+        return sc_error_set(SC_ERR_NOMEM, "out of memory for the Fashion-MNIST index");
+    sc_status st = read_file_pair(&ix->train_files, path, "train");
+    if (st == SC_OK)
+        st = read_file_pair(&ix->test_files, path, "t10k");
+    if (st == SC_OK)
+        st = make_splits(ix, o.valid_size);
+    if (st != SC_OK) {
+        fm_index_close(ix);
+        return st;
+    }
+    fill_pixel_values(ix, o.normalize);
+    *index = ix;
+    return SC_OK;
+}
+
+static sc_status fm_dataset_open(void *index, sc_split split, void **dataset)
+{
+    fm_index *ix = index;
+    if ((unsigned)split >= SC_SPLIT_COUNT)
+        return sc_error_set(SC_ERR_INVALID, "fashion_mnist: no split %d", (int)split);
+    *dataset = &ix->splits[split];
+    return SC_OK;
+}
+
+static void fm_dataset_close(void *dataset)
+{
+    (void)dataset; /* a view into the index, which owns it */
+}
+
+static int64_t fm_dataset_len(void *dataset)
+{
+    return ((const fm_dataset *)dataset)->len;
+}
+
+static void fm_dataset_spec(void *dataset, sc_sample_spec *spec)
+{
+    *spec = (sc_sample_spec){
+        .n_inputs = 1,
+        .n_targets = 1,
+        .inputs = {{SC_F32, 3, {1, SIDE, SIDE}}},
+        .targets = {{SC_I64, 0, {0}}},
+    };
+}
+
+/* rng is unused until the train split gains augmentation (issue 3). */
+static sc_status fm_dataset_getitem(void *dataset, int64_t i, sc_rng *rng,
+                                    sc_tensor_list *inputs, sc_tensor_list *targets)
+{
+    const fm_dataset *ds = dataset;
+    if (i < 0 || i >= ds->len)
+        return sc_error_set(SC_ERR_INVALID, "fashion_mnist: sample %lld outside 0..%lld",
+                            (long long)i, (long long)ds->len - 1);
+    int64_t item = ds->first + i;
+    const uint8_t *src = ds->files->pixels + item * PIXELS;
+    float *x = sc_tensor_f32(inputs->t[0]); /* [1, 28, 28] */
+    for (int p = 0; p < PIXELS; p++)
+        x[p] = ds->index->pixel_value[src[p]];
+    *(int64_t *)targets->t[0]->data = ds->files->labels[item]; /* [] */
+    return SC_OK;
+}
+
+static const char *fm_class_name(void *index, int64_t label)
+{
+    return label >= 0 && label < CLASSES ? class_names[label] : NULL;
+}
+
+SC_PLUGIN_EXPORT const sc_dataset_plugin scorch_dataset_plugin = {
+    .abi = SC_ABI_HEADER(sc_dataset_plugin),
+    .name = "fashion_mnist",
+    .description = "Fashion-MNIST from its gzipped IDX files: 28x28 grey images, 10 classes",
+    .index_open = fm_index_open,
+    .index_close = fm_index_close,
+    .dataset_open = fm_dataset_open,
+    .dataset_close = fm_dataset_close,
+    .dataset_len = fm_dataset_len,
+    .dataset_spec = fm_dataset_spec,
+    .dataset_getitem = fm_dataset_getitem,
+    .class_name = fm_class_name,
+};

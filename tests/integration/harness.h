@@ -1,0 +1,36 @@
+/* harness.h — running the real scorch binaries from Criterion tests. */
+#ifndef SCORCH_TESTS_HARNESS_H
+#define SCORCH_TESTS_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct run_result {
+    int status; /* exit code, or 128 + signal */
+    char *out;  /* everything written to stdout */
+    char *err;  /* everything written to stderr */
+} run_result;
+
+/* Runs argv (NULL-terminated; argv[0] a path) to completion, capturing
+ * its output; `env` is NULL or "NAME=value" added to the environment. */
+run_result run_program(const char *const *argv, const char *env);
+void run_result_free(run_result *r);
+
+/* SCORCH_BUILD_ROOT/rel; a static buffer per call site is the caller's. */
+void build_path(char *buf, size_t size, const char *rel);
+
+/* A fresh empty directory under /tmp; returns buf. */
+char *temp_dir(char *buf, size_t size);
+
+/* A file's bytes plus a NUL, and its size; NULL if unreadable; caller frees. */
+char *read_file(const char *path, size_t *size);
+char *read_text(const char *path);
+
+/* The numeric field `key` of the metrics.jsonl record for (epoch, phase);
+ * NaN when absent. */
+double metric_of(const char *run_dir, int epoch, const char *phase, const char *key);
+
+/* Whether two checkpoints hold bit-identical parameters. */
+bool same_params(const char *ckpt_a, const char *ckpt_b);
+
+#endif

@@ -1,0 +1,303 @@
+/* The hook set: validation of tables, running order, error wrapping, and
+ * the hooks fixtures end to end through the plugin loader. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hook_set.h"
+#include "plugin_loader.h"
+
+/* Each test hook appends its tag to `calls`. */
+static char calls[256];
+
+static void record(const char *tag)
+{
+    size_t used = strlen(calls);
+    snprintf(calls + used, sizeof calls - used, "%s%s", used ? "," : "", tag);
+}
+
+#define RECORDING_HOOK(tag)                                                              \
+    static sc_status hook_##tag(const sc_hook_context *ctx, const sc_hook_actions *a)     \
+    {                                                                                    \
+        record(#tag);                                                                    \
+        return SC_OK;                                                                    \
+    }
+RECORDING_HOOK(a1)
+RECORDING_HOOK(a2)
+RECORDING_HOOK(a3)
+RECORDING_HOOK(b1)
+RECORDING_HOOK(b2)
+
+static sc_status hook_fail(const sc_hook_context *ctx, const sc_hook_actions *a)
+{
+    record("fail");
+    return sc_error_set(SC_ERR_NUMERIC, "loss is NaN at step %lld", (long long)ctx->step);
+}
+
+static sc_status hook_fail_quietly(const sc_hook_context *ctx, const sc_hook_actions *a)
+{
+    return SC_ERR_STATE;
+}
+
+static sc_status hook_set_lr(const sc_hook_context *ctx, const sc_hook_actions *a)
+{
+    a->set_lr(a->host, ctx->lr / 2);
+    return SC_OK;
+}
+
+#define TABLE(...)                                                                       \
+    ((sc_hook_table){SC_ABI_HEADER(sc_hook_table),                                       \
+                     (int)(sizeof((const sc_hook[]){__VA_ARGS__}) / sizeof(sc_hook)),    \
+                     (const sc_hook[]){__VA_ARGS__}})
+
+static sc_hook_set *new_set(void)
+{
+    sc_hook_set *set;
+    cr_assert_eq(sc_hook_set_new(&set), SC_OK);
+    return set;
+}
+
+static sc_status run(const sc_hook_set *set, const char *point)
+{
+    sc_hook_context ctx = {.point = point, .epoch = 1, .step = 7, .lr = 0.1};
+    sc_hook_actions actions = {0};
+    calls[0] = '\0';
+    return sc_hook_set_run(set, point, &ctx, &actions);
+}
+
+static void assert_message_has(const char *part)
+{
+    cr_assert(strstr(sc_error_message(), part), "message '%s' lacks '%s'", sc_error_message(),
+              part);
+}
+
+/* Adding table to a fresh set fails, naming "t.so" and part. */
+static void assert_table_refused(sc_hook_table table, const char *part)
+{
+    sc_hook_set *set = new_set();
+    cr_assert_neq(sc_hook_set_add(set, &table, "t.so"), SC_OK);
+    assert_message_has("t.so: ");
+    assert_message_has(part);
+    cr_expect_eq(sc_hook_set_count(set), 0);
+    sc_hook_set_free(set);
+}
+
+Test(hook_set, runs_by_priority_then_add_order)
+{
+    sc_hook_set *set = new_set();
+    sc_hook_table a = TABLE({"epoch_end", "a1", hook_a1, 5}, {"epoch_end", "a2", hook_a2, 0},
+                            {"epoch_end", "a3", hook_a3, 5});
+    sc_hook_table b = TABLE({"epoch_end", "b1", hook_b1, 0}, {"epoch_end", "b2", hook_b2, -1});
+    cr_assert_eq(sc_hook_set_add(set, &a, "a.so"), SC_OK, "%s", sc_error_message());
+    cr_assert_eq(sc_hook_set_add(set, &b, "b.so"), SC_OK, "%s", sc_error_message());
+    cr_expect_eq(sc_hook_set_count(set), 5);
+    cr_assert_eq(run(set, "epoch_end"), SC_OK);
+    cr_expect_str_eq(calls, "b2,a2,b1,a1,a3");
+    sc_hook_set_free(set);
+}
+
+Test(hook_set, runs_only_the_hooks_of_the_point)
+{
+    sc_hook_set *set = new_set();
+    sc_hook_table t = TABLE({"epoch_end", "a1", hook_a1, 0}, {"batch_end", "a2", hook_a2, 0});
+    cr_assert_eq(sc_hook_set_add(set, &t, "t.so"), SC_OK);
+    cr_assert_eq(run(set, "batch_end"), SC_OK);
+    cr_expect_str_eq(calls, "a2");
+    cr_assert_eq(run(set, "train_begin"), SC_OK);
+    cr_expect_str_eq(calls, "");
+    cr_expect_eq(run(set, "batch_ned"), SC_ERR_INVALID);
+    sc_hook_set_free(set);
+}
+
+Test(hook_set, every_point_is_known)
+{
+    const char *want[] = {"train_begin", "train_end", "epoch_begin", "epoch_end",
+                          "phase_begin", "phase_end", "batch_begin", "batch_end"};
+    int n = 0;
+    while (sc_hook_points[n])
+        n++;
+    cr_assert_eq(n, 8);
+    sc_hook_set *set = new_set();
+    for (int i = 0; i < n; i++) {
+        cr_expect_str_eq(sc_hook_points[i], want[i]);
+        sc_hook_table t = TABLE({want[i], want[i], hook_a1, 0}); /* the point names the hook */
+        cr_expect_eq(sc_hook_set_add(set, &t, "t.so"), SC_OK, "%s", sc_error_message());
+        cr_expect_eq(run(set, want[i]), SC_OK);
+        cr_expect_str_eq(calls, "a1", "%s ran %s", want[i], calls);
+    }
+    sc_hook_set_free(set);
+}
+
+Test(hook_set, an_error_names_hook_plugin_and_point_and_stops_the_rest)
+{
+    sc_hook_set *set = new_set();
+    sc_hook_table t = TABLE({"batch_end", "a1", hook_a1, 0}, {"batch_end", "nan_guard", hook_fail, 1},
+                            {"batch_end", "a2", hook_a2, 2});
+    cr_assert_eq(sc_hook_set_add(set, &t, "guards.so"), SC_OK);
+    cr_assert_eq(run(set, "batch_end"), SC_ERR_NUMERIC);
+    cr_expect_str_eq(calls, "a1,fail");
+    cr_expect_str_eq(sc_error_message(),
+                     "hook 'nan_guard' of guards.so at batch_end: loss is NaN at step 7");
+    sc_hook_set_free(set);
+}
+
+Test(hook_set, a_silent_failure_is_not_blamed_on_an_old_message)
+{
+    sc_hook_set *set = new_set();
+    sc_hook_table t = TABLE({"epoch_begin", "quiet", hook_fail_quietly, 0});
+    cr_assert_eq(sc_hook_set_add(set, &t, "q.so"), SC_OK);
+    sc_error_set(SC_ERR_IO, "stale message");
+    cr_assert_eq(run(set, "epoch_begin"), SC_ERR_STATE);
+    assert_message_has("hook 'quiet' of q.so at epoch_begin");
+    cr_expect_null(strstr(sc_error_message(), "stale"));
+    sc_hook_set_free(set);
+}
+
+static double new_lr;
+static void record_lr(void *host, double lr)
+{
+    *(double *)host = lr;
+}
+
+Test(hook_set, hooks_act_through_the_actions_table)
+{
+    sc_hook_set *set = new_set();
+    sc_hook_table t = TABLE({"epoch_end", "halve_lr", hook_set_lr, 0});
+    cr_assert_eq(sc_hook_set_add(set, &t, "t.so"), SC_OK);
+    sc_hook_context ctx = {.point = "epoch_end", .lr = 0.5};
+    sc_hook_actions actions = {.host = &new_lr, .set_lr = record_lr};
+    cr_assert_eq(sc_hook_set_run(set, "epoch_end", &ctx, &actions), SC_OK);
+    cr_expect_eq(new_lr, 0.25);
+    sc_hook_set_free(set);
+}
+
+Test(hook_set, a_misspelt_point_suggests_the_known_one)
+{
+    assert_table_refused(TABLE({"epoch_ned", "stopper", hook_a1, 0}),
+                         "hook 'stopper' uses unknown point 'epoch_ned' (did you mean 'epoch_end'?)");
+    assert_table_refused(TABLE({"on_step", "stepper", hook_a1, 0}),
+                         "unknown point 'on_step' (known points: train_begin, train_end");
+}
+
+Test(hook_set, incomplete_hooks_are_refused)
+{
+    assert_table_refused(TABLE({"epoch_end", "nofn", NULL, 0}), "hook 'nofn' has no function");
+    assert_table_refused(TABLE({"epoch_end", "", hook_a1, 0}), "hook #0 has no name");
+    assert_table_refused(TABLE({"epoch_end", NULL, hook_a1, 0}), "hook #0 has no name");
+    assert_table_refused(TABLE({NULL, "nopoint", hook_a1, 0}), "hook 'nopoint' has no point");
+}
+
+Test(hook_set, names_are_unique_across_the_run)
+{
+    assert_table_refused(TABLE({"epoch_end", "same", hook_a1, 0}, {"batch_end", "same", hook_a2, 0}),
+                         "hook name 'same' appears twice in the table");
+    sc_hook_set *set = new_set();
+    sc_hook_table a = TABLE({"epoch_end", "same", hook_a1, 0});
+    sc_hook_table b = TABLE({"batch_end", "same", hook_a2, 0});
+    cr_assert_eq(sc_hook_set_add(set, &a, "first.so"), SC_OK);
+    cr_assert_eq(sc_hook_set_add(set, &b, "second.so"), SC_ERR_PLUGIN);
+    assert_message_has("second.so: hook name 'same' is already used by first.so");
+    sc_hook_set_free(set);
+}
+
+Test(hook_set, table_headers_are_checked)
+{
+    sc_hook_table t = TABLE({"epoch_end", "h", hook_a1, 0});
+    t.abi.major = 2;
+    assert_table_refused(t, "hook table built for plugin ABI 2.0");
+    t = TABLE({"epoch_end", "h", hook_a1, 0});
+    t.abi.magic = 0;
+    assert_table_refused(t, "bad magic");
+    t = TABLE({"epoch_end", "h", hook_a1, 0});
+    t.n_hooks = -1;
+    assert_table_refused(t, "n_hooks -1");
+    t.n_hooks = 1;
+    t.hooks = NULL;
+    assert_table_refused(t, "hooks NULL");
+}
+
+Test(hook_set, a_refused_table_adds_nothing)
+{
+    sc_hook_set *set = new_set();
+    sc_hook_table t = TABLE({"epoch_end", "good", hook_a1, 0}, {"epoch_edn", "bad", hook_a2, 0});
+    cr_assert_eq(sc_hook_set_add(set, &t, "t.so"), SC_ERR_PLUGIN);
+    cr_expect_eq(sc_hook_set_count(set), 0);
+    cr_assert_eq(run(set, "epoch_end"), SC_OK);
+    cr_expect_str_eq(calls, "", "a hook of a refused table ran");
+    sc_hook_table ok = TABLE({"epoch_end", "good", hook_a1, 0});
+    cr_expect_eq(sc_hook_set_add(set, &ok, "t.so"), SC_OK, "the refused table kept its names");
+    sc_hook_set_free(set);
+}
+
+Test(hook_set, an_empty_table_is_fine)
+{
+    sc_hook_set *set = new_set();
+    sc_hook_table t = {SC_ABI_HEADER(sc_hook_table), 0, NULL};
+    cr_expect_eq(sc_hook_set_add(set, &t, "t.so"), SC_OK);
+    cr_expect_eq(sc_hook_set_count(set), 0);
+    sc_hook_set_free(set);
+}
+
+/* ---- the fixtures, through the loader ---- */
+
+static const char *fixture(const char *name)
+{
+    static char path[4096];
+    snprintf(path, sizeof path, "%s/tests/fixtures/%s.so", getenv("SCORCH_BUILD_ROOT"), name);
+    return path;
+}
+
+static double logged;
+static void record_scalar(void *host, const char *tag, double value)
+{
+    if (strcmp(tag, "fixture_epoch") == 0)
+        logged = value;
+}
+
+Test(hook_set, fixture_hooks_load_and_run)
+{
+    sc_plugin_lib lib;
+    const char *path = fixture("hooks_good");
+    cr_assert_eq(sc_hooks_lib_open(path, &lib), SC_OK, "%s", sc_error_message());
+    sc_hook_set *set = new_set();
+    cr_assert_eq(sc_hook_set_add(set, lib.hooks, lib.path), SC_OK, "%s", sc_error_message());
+    cr_expect_eq(sc_hook_set_count(set), 2);
+
+    sc_hook_actions actions = {.log_scalar = record_scalar};
+    sc_hook_context ctx = {.point = "epoch_end", .epoch = 3};
+    cr_assert_eq(sc_hook_set_run(set, "epoch_end", &ctx, &actions), SC_OK);
+    cr_expect_eq(logged, 3);
+
+    ctx = (sc_hook_context){.point = "batch_end", .loss = -1};
+    cr_assert_eq(sc_hook_set_run(set, "batch_end", &ctx, &actions), SC_ERR_NUMERIC);
+    assert_message_has("hook 'check_loss' of ");
+    assert_message_has(path);
+    assert_message_has("at batch_end: negative loss -1");
+    sc_hook_set_free(set);
+    sc_plugin_lib_close(&lib);
+}
+
+/* Loading succeeds (the loader only finds the table); adding refuses it. */
+static void assert_fixture_refused(const char *name, const char *part)
+{
+    sc_plugin_lib lib;
+    const char *path = fixture(name);
+    cr_assert_eq(sc_hooks_lib_open(path, &lib), SC_OK, "%s", sc_error_message());
+    sc_hook_set *set = new_set();
+    cr_assert_eq(sc_hook_set_add(set, lib.hooks, lib.path), SC_ERR_PLUGIN);
+    assert_message_has(path);
+    assert_message_has(part);
+    sc_hook_set_free(set);
+    sc_plugin_lib_close(&lib);
+}
+
+Test(hook_set, fixture_with_a_misspelt_point_is_refused)
+{
+    assert_fixture_refused("hooks_typo", "unknown point 'epoch_ned' (did you mean 'epoch_end'?)");
+}
+
+Test(hook_set, fixture_with_a_duplicate_name_is_refused)
+{
+    assert_fixture_refused("hooks_dup", "hook name 'log_epoch' appears twice");
+}
