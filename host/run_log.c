@@ -114,7 +114,7 @@ static void print_line(const sc_phase_result *r)
     for (int i = 0; r->metrics && i < sc_metrics_count(r->metrics); i++)
         printf("  %s %.4f", sc_metrics_name(r->metrics, i), sc_metrics_value(r->metrics, i));
     double rate = r->seconds > 0 ? (double)r->samples / r->seconds : 0;
-    printf("  | %.0f samples/s  %.1f s", rate, r->seconds);
+    printf("  | %.0f samples/s  %.2f s", rate, r->seconds);
     if (strcmp(r->phase, "train") == 0)
         printf("  lr %.3g", r->lr);
     putchar('\n');

@@ -490,6 +490,10 @@ static sc_status resume(sc_trainer *t)
                             "%s stopped at batch %lld of an epoch that now has %lld batches "
                             "(did --batch-size or --max-train-iterations change?)",
                             path, (long long)saved.next_batch, (long long)t->steps_per_epoch);
+    if (saved.base_lr != t->cfg.lr)
+        fprintf(stderr, "scorch-train: note: continuing with the checkpoint's learning rate "
+                        "%g, not --lr %g (a resumed run keeps its optimizer state)\n",
+                saved.base_lr, t->cfg.lr);
     t->state = saved;
     return sc_run_dir_trim_metrics(&t->rd, t->state.epoch);
 }
