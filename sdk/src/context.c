@@ -1,5 +1,6 @@
 #include "context_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,44 @@ bool sc_ctx_grad_enabled(const sc_ctx *ctx) { return ctx->grad_enabled; }
 
 sc_rng *sc_ctx_rng(sc_ctx *ctx) { return &ctx->rng; }
 
+void sc_ctx_push_scope(sc_ctx *ctx, const char *name)
+{
+    int depth = ctx->scope_depth++;
+    if (depth >= SC_SCOPE_DEPTH)
+        return; /* deeper scopes fold into the deepest kept one */
+    int len = (int)strlen(ctx->scope);
+    ctx->scope_len[depth] = len;
+    snprintf(ctx->scope + len, sizeof ctx->scope - (size_t)len, "%s%s", len ? "." : "", name);
+    ctx->scope_copy = NULL;
+}
+
+void sc_ctx_pop_scope(sc_ctx *ctx)
+{
+    if (ctx->scope_depth == 0)
+        return;
+    int depth = --ctx->scope_depth;
+    if (depth < SC_SCOPE_DEPTH)
+        ctx->scope[ctx->scope_len[depth]] = '\0';
+    ctx->scope_copy = NULL;
+}
+
+const char *sc_ctx_scope(const sc_ctx *ctx) { return ctx->scope; }
+
+const char *sc_ctx_scope_interned(sc_ctx *ctx)
+{
+    if (!ctx->scope[0])
+        return "";
+    if (!ctx->scope_copy) {
+        size_t n = strlen(ctx->scope) + 1;
+        char *copy = sc_arena_alloc(&ctx->arena, n);
+        if (!copy)
+            return "";
+        memcpy(copy, ctx->scope, n);
+        ctx->scope_copy = copy;
+    }
+    return ctx->scope_copy;
+}
+
 void sc_ctx_forget_tape(sc_ctx *ctx)
 {
     ctx->tape_tail = NULL;
@@ -58,6 +97,7 @@ void sc_ctx_forget_tape(sc_ctx *ctx)
 void sc_ctx_reset(sc_ctx *ctx)
 {
     sc_ctx_forget_tape(ctx);
+    ctx->scope_copy = NULL;
     sc_arena_reset(&ctx->arena);
 }
 

@@ -6,16 +6,25 @@
 #include "op.h"
 #include "scorch/context.h"
 
+enum { SC_SCOPE_MAX = 256, SC_SCOPE_DEPTH = 32 };
+
 struct sc_ctx {
     sc_device device;
     sc_arena arena;
     sc_node *tape_tail; /* last taped node; walk ->prev for earlier ones */
     int64_t tape_len;
     uint64_t tape_id;   /* changes whenever the tape is forgotten */
+    char scope[SC_SCOPE_MAX];     /* "block1.conv" */
+    int scope_len[SC_SCOPE_DEPTH]; /* scope's length before each push */
+    int scope_depth;
+    const char *scope_copy;       /* scope interned in the arena, or NULL */
     bool training;
     bool grad_enabled;
     sc_rng rng;
 };
+
+/* The current scope as an arena string shared by the nodes made in it. */
+const char *sc_ctx_scope_interned(sc_ctx *ctx);
 
 /* Starts a new, empty tape (after backward consumed it, or at reset). */
 void sc_ctx_forget_tape(sc_ctx *ctx);

@@ -40,7 +40,7 @@ typedef enum sc_op_id {
     SC_OP_COUNT
 } sc_op_id;
 
-enum { SC_OP_MAX_INPUTS = 4, SC_OP_MAX_SAVED = 2 };
+enum { SC_OP_MAX_INPUTS = 8, SC_OP_MAX_SAVED = 4 };
 
 /* Typed parameters, one struct per op that takes any. */
 typedef struct sc_scale_params { float factor; } sc_scale_params;
@@ -71,6 +71,7 @@ typedef struct sc_node {
     struct sc_node *prev; /* previous node on the tape */
     int64_t index;        /* position on the tape */
     uint64_t tape;        /* which tape: the context's tape_id when taped */
+    const char *scope;    /* the layer scope it ran in ("" at top level) */
 } sc_node;
 
 enum sc_op_flags {
@@ -84,6 +85,9 @@ typedef struct sc_op_desc {
     /* Validates inputs and params, and sets out's dtype and shape with
      * sc_tensor_init(). Returns a status with a message naming the op. */
     sc_status (*infer)(const sc_node *node, sc_tensor *out);
+    /* Forward FLOPs (a multiply-add counts 2), for the model summary;
+     * NULL means one per output element. */
+    double (*flops)(const sc_node *node);
 } sc_op_desc;
 
 /* Forward fills node->out (and node->saved). Backward adds the gradient of
@@ -115,5 +119,6 @@ sc_tensor *sc_op_run(sc_ctx *ctx, sc_op_id op, int n_inputs,
 sc_status sc_infer_same_as_input(const sc_node *node, sc_tensor *out);
 sc_status sc_infer_scalar(const sc_node *node, sc_tensor *out);
 sc_status sc_check_f32(const sc_node *node, int input);
+double sc_flops_none(const sc_node *node);
 
 #endif

@@ -92,6 +92,7 @@ sc_tensor *sc_op_run(sc_ctx *ctx, sc_op_id op, int n_inputs,
     if (params)
         node->params = *params;
     node->ctx = ctx;
+    node->scope = sc_ctx_scope_interned(ctx);
 
     node->out = make_output(ctx, desc, node);
     if (!node->out || kernel->forward(node) != SC_OK)
@@ -121,6 +122,12 @@ sc_status sc_infer_same_as_input(const sc_node *node, sc_tensor *out)
 {
     SC_TRY(sc_check_f32(node, 0));
     return sc_tensor_init(out, SC_F32, node->in[0]->ndim, node->in[0]->shape);
+}
+
+double sc_flops_none(const sc_node *node)
+{
+    (void)node;
+    return 0;
 }
 
 sc_status sc_infer_scalar(const sc_node *node, sc_tensor *out)

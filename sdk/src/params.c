@@ -78,8 +78,8 @@ static sc_status add_slot(sc_params *ps, param_slot *s)
     return SC_OK;
 }
 
-sc_tensor *sc_params_add(sc_params *ps, const char *name, int ndim,
-                         const int64_t *shape)
+static sc_tensor *add_tensor(sc_params *ps, const char *name, int ndim,
+                             const int64_t *shape, uint32_t flags)
 {
     if (!name || !*name) {
         sc_error_set(SC_ERR_INVALID, "a parameter needs a name");
@@ -103,10 +103,22 @@ sc_tensor *sc_params_add(sc_params *ps, const char *name, int ndim,
     s->offset = ps->numel;
     ps->numel += s->value.numel;
     s->value.name = copy;
-    s->value.flags = SC_TENSOR_PARAM | SC_TENSOR_REQUIRES_GRAD;
+    s->value.flags = flags;
     s->value.grad = &s->grad;
     repoint(ps);
     return &s->value;
+}
+
+sc_tensor *sc_params_add(sc_params *ps, const char *name, int ndim,
+                         const int64_t *shape)
+{
+    return add_tensor(ps, name, ndim, shape, SC_TENSOR_PARAM | SC_TENSOR_REQUIRES_GRAD);
+}
+
+sc_tensor *sc_params_add_buffer(sc_params *ps, const char *name, int ndim,
+                                const int64_t *shape)
+{
+    return add_tensor(ps, name, ndim, shape, SC_TENSOR_PARAM | SC_TENSOR_BUFFER);
 }
 
 int sc_params_count(const sc_params *ps) { return ps->count; }
@@ -131,6 +143,8 @@ float *sc_params_grads(const sc_params *ps) { return ps->grads; }
 
 void sc_params_set_trainable(sc_tensor *param, bool trainable)
 {
+    if (param->flags & SC_TENSOR_BUFFER)
+        return;
     if (trainable)
         param->flags |= SC_TENSOR_REQUIRES_GRAD;
     else

@@ -50,6 +50,14 @@ sc_rng *sc_ctx_rng(sc_ctx *ctx);
  * addresses every step. */
 void sc_ctx_reset(sc_ctx *ctx);
 
+/* Layer scopes: a network's layers push their name ("block1.conv") around
+ * their ops, so tools such as the model summary can group the tape by
+ * layer. Scopes nest ("block1" then "conv" gives "block1.conv"); names are
+ * copied. Cheap; push and pop must pair. */
+void sc_ctx_push_scope(sc_ctx *ctx, const char *name);
+void sc_ctx_pop_scope(sc_ctx *ctx);
+const char *sc_ctx_scope(const sc_ctx *ctx); /* "" at top level */
+
 /* 64-byte aligned scratch memory from the step arena (freed by reset). */
 void *sc_ctx_alloc(sc_ctx *ctx, size_t bytes);
 

@@ -71,6 +71,59 @@ sc_tensor *sc_flatten(sc_ctx *ctx, sc_tensor *x);
 sc_tensor *sc_sum(sc_ctx *ctx, sc_tensor *x);
 sc_tensor *sc_mean(sc_ctx *ctx, sc_tensor *x);
 
+/* ---- convolutional networks (NCHW) ---- */
+
+/* Geometry of a 2-D convolution; [0] is height, [1] width. A NULL opts
+ * means stride 1, padding 0, dilation 1, groups 1. */
+typedef struct sc_conv2d_opts {
+    int stride[2];
+    int padding[2];
+    int dilation[2];
+    int groups;
+} sc_conv2d_opts;
+
+/* x [N, C_in, H, W], weight [C_out, C_in / groups, KH, KW], bias [C_out]
+ * or NULL -> [N, C_out, H_out, W_out], where
+ * H_out = (H + 2 padding - dilation (KH - 1) - 1) / stride + 1. */
+sc_tensor *sc_conv2d(sc_ctx *ctx, sc_tensor *x, sc_tensor *weight, sc_tensor *bias,
+                     const sc_conv2d_opts *opts);
+
+/* Pooling window; stride 0 means stride = kernel. */
+typedef struct sc_pool2d_opts {
+    int kernel[2];
+    int stride[2];
+    int padding[2];
+} sc_pool2d_opts;
+
+/* x [N, C, H, W] -> [N, C, H_out, W_out]. Max pooling pads with -inf;
+ * average pooling counts the padding (PyTorch's count_include_pad). */
+sc_tensor *sc_max_pool2d(sc_ctx *ctx, sc_tensor *x, const sc_pool2d_opts *opts);
+sc_tensor *sc_avg_pool2d(sc_ctx *ctx, sc_tensor *x, const sc_pool2d_opts *opts);
+
+/* x [N, C, H, W] -> [N, C], the mean over H and W. */
+sc_tensor *sc_global_avg_pool(sc_ctx *ctx, sc_tensor *x);
+
+/* Batch normalisation over N (and H, W) per channel C: x [N, C] or
+ * [N, C, H, W]; weight, bias, running_mean, running_var [C]. In training
+ * mode it normalises with the batch statistics (biased variance) and
+ * updates the running ones in place (running = (1 - momentum) running +
+ * momentum batch, with the unbiased variance), as PyTorch does; in eval
+ * mode it uses the running statistics. running_* are parameter-store
+ * buffers (sc_params_add_buffer) and never get gradients. */
+sc_tensor *sc_batch_norm(sc_ctx *ctx, sc_tensor *x, sc_tensor *weight, sc_tensor *bias,
+                         sc_tensor *running_mean, sc_tensor *running_var, float momentum,
+                         float eps);
+
+/* Layer normalisation over the last dimension D: x [..., D], weight and
+ * bias [D] or NULL. */
+sc_tensor *sc_layer_norm(sc_ctx *ctx, sc_tensor *x, sc_tensor *weight, sc_tensor *bias,
+                         float eps);
+
+/* Concatenation of n tensors (1 <= n <= SC_CONCAT_MAX) along axis; all
+ * other dimensions equal. */
+enum { SC_CONCAT_MAX = 8 };
+sc_tensor *sc_concat(sc_ctx *ctx, int n, sc_tensor *const *xs, int axis);
+
 #ifdef __cplusplus
 }
 #endif

@@ -30,6 +30,13 @@ void sc_params_free(sc_params *ps);
 sc_tensor *sc_params_add(sc_params *ps, const char *name, int ndim,
                          const int64_t *shape);
 
+/* A non-trainable f32 tensor kept with the parameters and saved in
+ * checkpoints, but never given a gradient nor updated by the optimizer
+ * (batch norm's running statistics). Zero-filled. */
+sc_tensor *sc_params_add_buffer(sc_params *ps, const char *name, int ndim,
+                                const int64_t *shape);
+
+/* Parameters and buffers, in creation order. */
 int sc_params_count(const sc_params *ps);
 sc_tensor *sc_params_at(const sc_params *ps, int i);
 sc_tensor *sc_params_find(const sc_params *ps, const char *name);
@@ -42,7 +49,8 @@ int64_t sc_params_numel(const sc_params *ps);
 float *sc_params_values(const sc_params *ps);
 float *sc_params_grads(const sc_params *ps);
 
-/* Freezes or unfreezes a parameter (clears/sets SC_TENSOR_REQUIRES_GRAD). */
+/* Freezes or unfreezes a parameter (clears/sets SC_TENSOR_REQUIRES_GRAD);
+ * buffers stay frozen. */
 void sc_params_set_trainable(sc_tensor *param, bool trainable);
 
 /* Number of trainable scalars. */

@@ -17,6 +17,7 @@
 #include "scorch/schedule.h"
 #include "scorch/serialize.h"
 #include "scorch/status.h"
+#include "scorch/summary.h"
 #include "scorch/tensor.h"
 
 #endif

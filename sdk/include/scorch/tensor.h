@@ -48,6 +48,7 @@ typedef struct sc_device {
 enum sc_tensor_flags {
     SC_TENSOR_REQUIRES_GRAD = 1u << 0, /* backward computes its gradient */
     SC_TENSOR_PARAM = 1u << 1,         /* lives in an sc_params store */
+    SC_TENSOR_BUFFER = 1u << 2,        /* a store's non-trainable state (running stats) */
 };
 
 typedef struct sc_tensor sc_tensor;

@@ -32,15 +32,15 @@ static sc_status infer_broadcast(const sc_node *node, sc_tensor *out)
     return sc_tensor_init(out, SC_F32, nd, shape);
 }
 
-const sc_op_desc sc_op_desc_add = {"add", 2, 2, 0, infer_broadcast};
-const sc_op_desc sc_op_desc_sub = {"sub", 2, 2, 0, infer_broadcast};
-const sc_op_desc sc_op_desc_mul = {"mul", 2, 2, 0, infer_broadcast};
-const sc_op_desc sc_op_desc_scale = {"scale", 1, 1, 0, sc_infer_same_as_input};
-const sc_op_desc sc_op_desc_relu = {"relu", 1, 1, 0, sc_infer_same_as_input};
-const sc_op_desc sc_op_desc_tanh = {"tanh", 1, 1, 0, sc_infer_same_as_input};
-const sc_op_desc sc_op_desc_sigmoid = {"sigmoid", 1, 1, 0, sc_infer_same_as_input};
-const sc_op_desc sc_op_desc_gelu = {"gelu", 1, 1, 0, sc_infer_same_as_input};
-const sc_op_desc sc_op_desc_dropout = {"dropout", 1, 1, 0, sc_infer_same_as_input};
+const sc_op_desc sc_op_desc_add = {"add", 2, 2, 0, infer_broadcast, NULL};
+const sc_op_desc sc_op_desc_sub = {"sub", 2, 2, 0, infer_broadcast, NULL};
+const sc_op_desc sc_op_desc_mul = {"mul", 2, 2, 0, infer_broadcast, NULL};
+const sc_op_desc sc_op_desc_scale = {"scale", 1, 1, 0, sc_infer_same_as_input, NULL};
+const sc_op_desc sc_op_desc_relu = {"relu", 1, 1, 0, sc_infer_same_as_input, NULL};
+const sc_op_desc sc_op_desc_tanh = {"tanh", 1, 1, 0, sc_infer_same_as_input, NULL};
+const sc_op_desc sc_op_desc_sigmoid = {"sigmoid", 1, 1, 0, sc_infer_same_as_input, NULL};
+const sc_op_desc sc_op_desc_gelu = {"gelu", 1, 1, 0, sc_infer_same_as_input, NULL};
+const sc_op_desc sc_op_desc_dropout = {"dropout", 1, 1, 0, sc_infer_same_as_input, NULL};
 
 static sc_tensor *binary(sc_ctx *ctx, sc_op_id op, sc_tensor *a, sc_tensor *b)
 {

@@ -35,8 +35,19 @@ static sc_status infer_linear(const sc_node *node, sc_tensor *out)
     return sc_tensor_init(out, SC_F32, 2, (int64_t[]){x->shape[0], w->shape[0]});
 }
 
-const sc_op_desc sc_op_desc_matmul = {"matmul", 2, 2, 0, infer_matmul};
-const sc_op_desc sc_op_desc_linear = {"linear", 2, 3, 0, infer_linear};
+/* 2 M K N for [M, K] x [K, N] (the bias add of linear is M N more). */
+static double flops_matmul(const sc_node *node)
+{
+    return 2.0 * (double)node->in[0]->numel * (double)node->out->shape[1];
+}
+
+static double flops_linear(const sc_node *node)
+{
+    return flops_matmul(node) + (node->n_inputs > 2 ? (double)node->out->numel : 0);
+}
+
+const sc_op_desc sc_op_desc_matmul = {"matmul", 2, 2, 0, infer_matmul, flops_matmul};
+const sc_op_desc sc_op_desc_linear = {"linear", 2, 3, 0, infer_linear, flops_linear};
 
 sc_tensor *sc_matmul(sc_ctx *ctx, sc_tensor *a, sc_tensor *b)
 {

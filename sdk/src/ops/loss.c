@@ -56,12 +56,12 @@ static sc_status infer_mse(const sc_node *node, sc_tensor *out)
     return sc_tensor_init(out, SC_F32, 0, NULL);
 }
 
-const sc_op_desc sc_op_desc_softmax = {"softmax", 1, 1, 0, infer_rows};
-const sc_op_desc sc_op_desc_log_softmax = {"log_softmax", 1, 1, 0, infer_rows};
-const sc_op_desc sc_op_desc_cross_entropy = {"cross_entropy", 2, 2, 0, infer_cross_entropy};
-const sc_op_desc sc_op_desc_mse = {"mse", 2, 2, 0, infer_mse};
-const sc_op_desc sc_op_desc_sum = {"sum", 1, 1, 0, sc_infer_scalar};
-const sc_op_desc sc_op_desc_mean = {"mean", 1, 1, 0, sc_infer_scalar};
+const sc_op_desc sc_op_desc_softmax = {"softmax", 1, 1, 0, infer_rows, NULL};
+const sc_op_desc sc_op_desc_log_softmax = {"log_softmax", 1, 1, 0, infer_rows, NULL};
+const sc_op_desc sc_op_desc_cross_entropy = {"cross_entropy", 2, 2, 0, infer_cross_entropy, NULL};
+const sc_op_desc sc_op_desc_mse = {"mse", 2, 2, 0, infer_mse, NULL};
+const sc_op_desc sc_op_desc_sum = {"sum", 1, 1, 0, sc_infer_scalar, NULL};
+const sc_op_desc sc_op_desc_mean = {"mean", 1, 1, 0, sc_infer_scalar, NULL};
 
 sc_tensor *sc_softmax(sc_ctx *ctx, sc_tensor *x)
 {

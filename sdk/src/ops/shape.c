@@ -39,7 +39,8 @@ static sc_status infer_reshape(const sc_node *node, sc_tensor *out)
     return sc_tensor_init(out, x->dtype, r->ndim, shape);
 }
 
-const sc_op_desc sc_op_desc_reshape = {"reshape", 1, 1, SC_OPF_VIEW, infer_reshape};
+const sc_op_desc sc_op_desc_reshape = {"reshape", 1, 1, SC_OPF_VIEW, infer_reshape,
+                                        sc_flops_none};
 
 sc_tensor *sc_reshape(sc_ctx *ctx, sc_tensor *x, int ndim, const int64_t *shape)
 {
