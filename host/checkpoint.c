@@ -52,6 +52,7 @@ typedef struct state_field {
 static const state_field state_fields[] = {
     STATE_FIELD("epoch", F_INT, epoch),
     STATE_FIELD("next_batch", F_I64, next_batch),
+    STATE_FIELD("world", F_INT, world),
     STATE_FIELD("step", F_I64, step),
     STATE_FIELD("seed", F_U64, seed),
     STATE_FIELD("base_lr", F_DOUBLE, base_lr),
@@ -146,9 +147,21 @@ static sc_status state_from_text(const char *text, size_t size, sc_train_state *
 
 /* ---- save ---- */
 
+static const char HOOK_PREFIX[] = "hook/";
+
+static sc_status write_hook_blobs(sc_ckpt_writer *w, const sc_hook_blobs *hooks)
+{
+    char name[NAME_MAX_LEN];
+    for (int i = 0; hooks && i < hooks->n; i++) {
+        snprintf(name, sizeof name, "%s%s", HOOK_PREFIX, hooks->items[i].hook);
+        SC_TRY(sc_ckpt_write_blob(w, name, hooks->items[i].data, hooks->items[i].size));
+    }
+    return SC_OK;
+}
+
 static sc_status write_entries(sc_ckpt_writer *w, const sc_params *params, sc_optim *opt,
                                const text_buf *trainer, const char *config_text,
-                               const char *model_name)
+                               const char *model_name, const sc_hook_blobs *hooks)
 {
     char name[NAME_MAX_LEN];
     for (int i = 0; i < sc_params_count(params); i++) {
@@ -163,12 +176,14 @@ static sc_status write_entries(sc_ckpt_writer *w, const sc_params *params, sc_op
     }
     SC_TRY(sc_ckpt_write_blob(w, "trainer", trainer->data, trainer->len));
     SC_TRY(sc_ckpt_write_blob(w, "config", config_text, strlen(config_text)));
+    SC_TRY(write_hook_blobs(w, hooks));
     return sc_ckpt_write_blob(w, "model", model_name, strlen(model_name));
 }
 
 sc_status sc_checkpoint_save(const char *path, const sc_params *params, sc_optim *opt,
                              const sc_train_state *state, const sc_metrics *train_sums,
-                             const char *config_text, const char *model_name)
+                             const char *config_text, const char *model_name,
+                             const sc_hook_blobs *hooks)
 {
     text_buf trainer = {0};
     sc_ckpt_writer *w = NULL;
@@ -176,7 +191,7 @@ sc_status sc_checkpoint_save(const char *path, const sc_params *params, sc_optim
     if (st == SC_OK)
         st = sc_ckpt_writer_open(path, &w);
     if (st == SC_OK) {
-        st = write_entries(w, params, opt, &trainer, config_text, model_name);
+        st = write_entries(w, params, opt, &trainer, config_text, model_name, hooks);
         if (st == SC_OK)
             st = sc_ckpt_writer_commit(w);
         else
@@ -216,12 +231,28 @@ static sc_status read_tensors(const sc_ckpt *ck, const sc_params *params, sc_opt
     return SC_OK;
 }
 
+static sc_status read_hook_blobs(const sc_ckpt *ck, sc_hook_blobs *hooks)
+{
+    sc_hook_blobs_clear(hooks);
+    size_t prefix = strlen(HOOK_PREFIX);
+    for (int i = 0; i < sc_ckpt_count(ck); i++) {
+        const char *name = sc_ckpt_name(ck, i);
+        size_t size;
+        const void *data = sc_ckpt_blob(ck, name, &size);
+        if (data && strncmp(name, HOOK_PREFIX, prefix) == 0)
+            SC_TRY(sc_hook_blobs_put(hooks, name + prefix, data, size));
+    }
+    return SC_OK;
+}
+
 static sc_status read_all(const sc_ckpt *ck, sc_params *params, sc_optim *opt,
                           sc_train_state *state, sc_metrics *train_sums,
-                          const char *model_name)
+                          const char *model_name, sc_hook_blobs *hooks)
 {
     SC_TRY(check_model(ck, model_name));
     SC_TRY(read_tensors(ck, params, opt));
+    if (hooks)
+        SC_TRY(read_hook_blobs(ck, hooks));
     if (!state)
         return SC_OK;
     size_t size;
@@ -238,12 +269,12 @@ static sc_status read_all(const sc_ckpt *ck, sc_params *params, sc_optim *opt,
 
 sc_status sc_checkpoint_load(const char *path, sc_params *params, sc_optim *opt,
                              sc_train_state *state, sc_metrics *train_sums,
-                             const char *model_name)
+                             const char *model_name, sc_hook_blobs *hooks)
 {
     sc_ckpt *ck = NULL;
     sc_status st = sc_ckpt_open(path, &ck);
     if (st == SC_OK)
-        st = read_all(ck, params, opt, state, train_sums, model_name);
+        st = read_all(ck, params, opt, state, train_sums, model_name, hooks);
     sc_ckpt_close(ck);
     return st == SC_OK ? SC_OK : sc_error_wrap(st, "loading checkpoint %s", path);
 }

@@ -4,7 +4,8 @@
  * parameter, "optim/<state>" for the optimizer's flat state, a "trainer"
  * blob (text, one `key value` per line: position, lr, schedule state, best
  * metric, the running sums of a half-done train epoch), a "config" blob
- * (the resolved config.ini) and a "model" blob (the model plugin's name).
+ * (the resolved config.ini), a "model" blob (the model plugin's name),
+ * and "hook/<name>" blobs, each a hook's own state (checkpoint_save).
  * Together they make resuming give the same result as never stopping.
  */
 #ifndef SCORCH_HOST_CHECKPOINT_H
@@ -13,12 +14,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "hook_set.h"
 #include "scorch/scorch.h"
 
-/* The trainer's position and the state that is not a tensor. */
+/* The trainer's position and the state that is not a tensor. Plain values
+ * only: data parallelism broadcasts it from rank 0 as bytes. */
 typedef struct sc_train_state {
     int epoch;              /* 1-based epoch in progress, or next to run */
     int64_t next_batch;     /* train batch of `epoch` to run next */
+    int world;              /* ranks that trained it (next_batch counts per rank) */
     int64_t step;           /* optimizer steps taken */
     uint64_t seed;
     double base_lr;         /* --lr, or what a hook set */
@@ -32,17 +36,20 @@ typedef struct sc_train_state {
     double train_seconds;
 } sc_train_state;
 
-/* Writes a checkpoint atomically (temporary file, fsync, rename). */
+/* Writes a checkpoint atomically (temporary file, fsync, rename); hooks
+ * may be NULL (no hook entries). */
 sc_status sc_checkpoint_save(const char *path, const sc_params *params, sc_optim *opt,
                              const sc_train_state *state, const sc_metrics *train_sums,
-                             const char *config_text, const char *model_name);
+                             const char *config_text, const char *model_name,
+                             const sc_hook_blobs *hooks);
 
-/* Restores parameters and, when opt/state/train_sums are not NULL, the
- * rest. The file's model name must equal model_name and every parameter
- * must be present with the same shape; errors name the file. */
+/* Restores parameters and, when opt/state/train_sums/hooks are not NULL,
+ * the rest (hooks: replaced by the file's hook entries). The file's model
+ * name must equal model_name and every parameter must be present with the
+ * same shape; errors name the file. */
 sc_status sc_checkpoint_load(const char *path, sc_params *params, sc_optim *opt,
                              sc_train_state *state, sc_metrics *train_sums,
-                             const char *model_name);
+                             const char *model_name, sc_hook_blobs *hooks);
 
 /* The resolved config text saved in a checkpoint (caller frees). */
 sc_status sc_checkpoint_config(const char *path, char **config_text);

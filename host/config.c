@@ -18,6 +18,7 @@
 
 #include <ini.h>
 
+#include "device.h"
 #include "scorch/plugin.h"
 
 
@@ -34,6 +35,7 @@ typedef enum opt_type {
     OPT_CONFIG,        /* --config FILE: a string, command line only */
     OPT_HELP,          /* actions: command line only, nothing stored */
     OPT_VERSION,
+    OPT_LIST,          /* sc_path_list: each use appends ("" empties it) */
 } opt_type;
 
 typedef enum opt_bound {
@@ -57,6 +59,7 @@ typedef enum opt_group {
     GROUP_SCHEDULE,
     GROUP_DEVICES,
     GROUP_RUN,
+    GROUP_TENSORBOARD,
     GROUP_EVAL,
     GROUP_GENERAL,
 } opt_group;
@@ -68,6 +71,7 @@ static const char *const group_title[] = {
     [GROUP_SCHEDULE] = "Learning-rate schedule",
     [GROUP_DEVICES] = "Data loading and devices",
     [GROUP_RUN] = "Run directory and checkpoints",
+    [GROUP_TENSORBOARD] = "TensorBoard",
     [GROUP_EVAL] = "Evaluation",
     [GROUP_GENERAL] = "General",
 };
@@ -99,7 +103,8 @@ typedef struct config_option {
 /* The type follows the field, so the table cannot disagree with sc_config. */
 #define FIELD(f)                                                                \
     AS(_Generic(CFG_MEMBER(f), char *: OPT_STRING, int: OPT_INT, int64_t: OPT_INT64, \
-                uint64_t: OPT_UINT64, double: OPT_DOUBLE, bool: OPT_FLAG),        \
+                uint64_t: OPT_UINT64, double: OPT_DOUBLE, bool: OPT_FLAG,         \
+                sc_path_list: OPT_LIST),                                          \
        f)
 
 static sc_status check_device(const char *value);
@@ -116,7 +121,9 @@ static const config_option options[] = {
     {.name = "dataset-args", FIELD(dataset_args), .def = "", .arg = "K=V,...", .programs = BOTH,
      .inherited = true, .group = GROUP_PLUGINS, .help = "arguments for the dataset plugin"},
     {.name = "hooks", FIELD(hooks), .def = "", .arg = "PATH", .programs = BOTH,
-     .group = GROUP_PLUGINS, .help = "an extra plugin that exports scorch_hooks"},
+     .group = GROUP_PLUGINS,
+     .help = "an extra plugin that exports scorch_hooks or scorch_user_funcs; repeat for "
+             "more (up to 8)"},
 
     {.name = "epochs", FIELD(epochs), .def = "10", .arg = "N", .bound = BOUND_ONE,
      .programs = TRAIN, .group = GROUP_TRAINING, .help = "epochs to train"},
@@ -174,16 +181,29 @@ static const config_option options[] = {
      .programs = BOTH, .group = GROUP_DEVICES, .help = "samples per batch, per rank"},
     {.name = "seed", FIELD(seed), .def = "42", .arg = "N", .programs = BOTH,
      .group = GROUP_DEVICES, .help = "seed for initialisation, shuffling and augmentation"},
-    {.name = "device", FIELD(device), .def = "cpu", .arg = "cpu|cuda[:N]",
-     .check = check_device, .programs = BOTH, .group = GROUP_DEVICES,
-     .help = "compute device"},
+    {.name = "device", FIELD(device), .def = "", .shown_def = "the model's preference, else cpu",
+     .arg = "DEVICE", .check = check_device, .programs = BOTH, .group = GROUP_DEVICES,
+     .help = "cpu, cuda, cuda:N, cuda:N,M,..., auto, parallel or distributed_dataparallel"},
     {.name = "threads", FIELD(threads), .def = "0", .arg = "N", .bound = BOUND_NONNEG,
-     .programs = BOTH, .group = GROUP_DEVICES, .help = "compute threads, 0 for all cores"},
+     .programs = BOTH, .group = GROUP_DEVICES,
+     .help = "compute threads, 0 for all cores (under mpirun: the rank's share)"},
     {.name = "workers", FIELD(workers), .def = "2", .arg = "N", .bound = BOUND_NONNEG,
      .programs = BOTH, .group = GROUP_DEVICES,
      .help = "data-loader threads, 0 to load on the training thread"},
     {.name = "prefetch", FIELD(prefetch), .def = "4", .arg = "N", .bound = BOUND_ONE,
      .programs = BOTH, .group = GROUP_DEVICES, .help = "batches the loader prepares ahead"},
+    {.name = "accumulate", FIELD(accumulate), .def = "1", .arg = "N", .bound = BOUND_ONE,
+     .programs = TRAIN, .group = GROUP_DEVICES,
+     .help = "micro-batches per optimizer step, their gradients averaged (ranks "
+             "communicate on the last only)"},
+    {.name = "bucket-mb", FIELD(bucket_mb), .def = "25", .arg = "X", .bound = BOUND_POSITIVE,
+     .programs = TRAIN, .group = GROUP_DEVICES,
+     .help = "data parallel: gradient allreduce bucket size in MiB"},
+    {.name = "collective-timeout", FIELD(collective_timeout), .def = "300", .arg = "SECONDS",
+     .bound = BOUND_POSITIVE, .programs = TRAIN, .group = GROUP_DEVICES,
+     .help = "data parallel: abort the job when a collective waits longer"},
+    {.name = "scale-lr", FIELD(scale_lr), .def = "false", .programs = TRAIN,
+     .group = GROUP_DEVICES, .help = "data parallel: multiply --lr by the number of ranks"},
 
     {.name = "run-dir", FIELD(run_dir), .def = "", .shown_def = "runs/<model>-<timestamp>",
      .arg = "DIR", .programs = TRAIN, .group = GROUP_RUN,
@@ -198,6 +218,12 @@ static const config_option options[] = {
     {.name = "keep-last", FIELD(keep_last), .def = "3", .arg = "N", .bound = BOUND_ONE,
      .programs = TRAIN, .group = GROUP_RUN,
      .help = "recent checkpoints kept (the best is kept too)"},
+    {.name = "tensorboard", FIELD(tensorboard), .def = "true", .programs = TRAIN,
+     .group = GROUP_TENSORBOARD,
+     .help = "write TensorBoard event files into RUN/tensorboard (--no-tensorboard: don't)"},
+    {.name = "histogram-every", FIELD(histogram_every), .def = "1", .arg = "N",
+     .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_TENSORBOARD,
+     .help = "TensorBoard histograms of parameters and gradients every N epochs, 0 for never"},
 
     {.name = "checkpoint", FIELD(checkpoint), .def = "", .arg = "PATH", .programs = TEST,
      .required = TEST, .group = GROUP_EVAL, .help = "checkpoint to evaluate"},
@@ -207,11 +233,19 @@ static const config_option options[] = {
      .programs = TEST, .group = GROUP_EVAL, .help = "top classes written per sample"},
     {.name = "predictions", FIELD(predictions), .def = "", .arg = "PATH", .programs = TEST,
      .group = GROUP_EVAL, .help = "write per-sample predictions to this CSV file"},
+    {.name = "confusion", FIELD(confusion), .def = "", .arg = "PATH", .programs = TEST,
+     .group = GROUP_EVAL,
+     .help = "write the confusion matrix (rows: true class, columns: predicted) as CSV"},
+    {.name = "per-class", FIELD(per_class), .def = "", .arg = "PATH", .programs = TEST,
+     .group = GROUP_EVAL, .help = "print per-class accuracy and write it to this CSV file"},
 
     {.name = "config", AS(OPT_CONFIG, config), .def = "", .arg = "FILE", .programs = BOTH,
      .group = GROUP_GENERAL, .help = "read options from an INI file first (see below)"},
     {.name = "quiet", FIELD(quiet), .def = "false", .programs = BOTH, .group = GROUP_GENERAL,
      .help = "print errors and the final summary only"},
+    {.name = "summary", FIELD(summary), .def = "false", .programs = TRAIN,
+     .group = GROUP_GENERAL,
+     .help = "print the model's layers, parameters and FLOPs, then exit"},
     {.name = "help", .type = OPT_HELP, .programs = BOTH, .group = GROUP_GENERAL,
      .help = "print this help and exit"},
     {.name = "version", .type = OPT_VERSION, .programs = BOTH, .group = GROUP_GENERAL,
@@ -396,15 +430,12 @@ static bool in_choices(const char *choices, const char *text)
     return false;
 }
 
+/* The notation only (device.h); "" leaves the choice to the model. The
+ * session reports a device this build or machine lacks. */
 static sc_status check_device(const char *value)
 {
-    if (strcmp(value, "cpu") == 0 || strcmp(value, "cuda") == 0)
-        return SC_OK;
-    /* cuda:N is accepted as written; the trainer reports absent devices. */
-    if (strncmp(value, "cuda:", 5) == 0 && value[5] && strspn(value + 5, "0123456789") ==
-                                                           strlen(value + 5))
-        return SC_OK;
-    return sc_error_set(SC_ERR_INVALID, "'%s' is not cpu, cuda or cuda:N", value);
+    sc_device_request req;
+    return value[0] ? sc_device_parse(value, &req) : SC_OK;
 }
 
 static sc_status set_string(const config_option *opt, char *field, const char *text)
@@ -436,6 +467,21 @@ static sc_status set_optional_path(const config_option *opt, sc_config *cfg, con
     return SC_OK;
 }
 
+static sc_status list_add(const config_option *opt, sc_path_list *list, const char *text)
+{
+    if (!text[0]) {
+        memset(list, 0, sizeof *list);
+        return SC_OK;
+    }
+    if (list->n == SC_MAX_HOOK_PLUGINS)
+        return sc_error_set(SC_ERR_INVALID, "'%s' is one more than the %d --%s allowed", text,
+                            SC_MAX_HOOK_PLUGINS, opt->name);
+    if (strlen(text) >= SC_PATH_MAX)
+        return sc_error_set(SC_ERR_INVALID, "a path of %zu characters is too long", strlen(text));
+    strncpy(list->path[list->n++], text, SC_PATH_MAX);
+    return SC_OK;
+}
+
 /* Sets the option from text in INI notation; the message, on an error,
  * is about the value only (callers add where it came from). */
 static sc_status opt_set(const config_option *opt, sc_config *cfg, const char *text)
@@ -450,6 +496,7 @@ static sc_status opt_set(const config_option *opt, sc_config *cfg, const char *t
     case OPT_DOUBLE: return set_double(opt, field, text);
     case OPT_FLAG: return set_bool(field, text);
     case OPT_OPTIONAL_PATH: return set_optional_path(opt, cfg, text);
+    case OPT_LIST: return list_add(opt, field, text);
     case OPT_HELP:
     case OPT_VERSION: break;
     }
@@ -484,6 +531,7 @@ static void opt_format(const config_option *opt, const sc_config *cfg, char *buf
         snprintf(buf, n, "%s", !given ? "false" : path[0] ? path : "true");
         break;
     }
+    case OPT_LIST: /* one line per path: ini_write_option */
     case OPT_HELP:
     case OPT_VERSION: buf[0] = '\0'; break;
     }
@@ -545,9 +593,25 @@ static sc_status opt_lookup(sc_program program, const char *name, size_t len,
 
 static bool is_option(const char *arg) { return strncmp(arg, "--", 2) == 0; }
 
+/* --no-NAME turns the flag NAME off: sets *negated and finds NAME. */
+static sc_status cli_lookup(sc_program program, const char *name, size_t len,
+                            const config_option **opt, bool *negated)
+{
+    const config_option *flag = NULL;
+    *negated = len > 3 && strncmp(name, "no-", 3) == 0 &&
+               opt_lookup(program, name + 3, len - 3, "--", &flag) == SC_OK &&
+               flag->type == OPT_FLAG;
+    if (*negated) {
+        *opt = flag;
+        return SC_OK;
+    }
+    return opt_lookup(program, name, len, "--", opt);
+}
+
 /* Reads the option at argv[*i] and its value (which may be the next
- * argument), advancing *i past what it used. Flags get "true", and a bare
- * --resume gets "true": the value is always INI notation. */
+ * argument), advancing *i past what it used. Flags get "true" ("false" as
+ * --no-NAME), and a bare --resume gets "true": the value is always INI
+ * notation. */
 static sc_status cli_next(sc_program program, int argc, char **argv, int *i,
                           const config_option **opt, const char **value)
 {
@@ -557,7 +621,8 @@ static sc_status cli_next(sc_program program, int argc, char **argv, int *i,
                             sc_program_name(program));
     const char *eq = strchr(arg + 2, '=');
     size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
-    SC_TRY(opt_lookup(program, arg + 2, len, "--", opt));
+    bool negated;
+    SC_TRY(cli_lookup(program, arg + 2, len, opt, &negated));
     const char *next = *i < argc && !is_option(argv[*i]) ? argv[*i] : NULL;
     if (opt_takes_value(*opt)) {
         if (!eq && !next)
@@ -569,8 +634,8 @@ static sc_status cli_next(sc_program program, int argc, char **argv, int *i,
         *value = eq ? eq + 1 : next ? argv[(*i)++] : "true";
     } else {
         if (eq)
-            return sc_error_set(SC_ERR_INVALID, "--%s takes no value", (*opt)->name);
-        *value = "true";
+            return sc_error_set(SC_ERR_INVALID, "--%.*s takes no value", (int)len, arg + 2);
+        *value = negated ? "false" : "true";
     }
     return SC_OK;
 }
@@ -606,12 +671,23 @@ static sc_status cli_prescan(sc_program program, int argc, char **argv, const ch
     return SC_OK;
 }
 
+/* A source (the command line, an INI file) that names a list replaces the
+ * list it had: its first use empties it. */
+static void list_restart(const config_option *opt, sc_config *cfg, bool first)
+{
+    if (opt->type == OPT_LIST && first)
+        opt_set(opt, cfg, "");
+}
+
 static sc_status cli_apply(sc_config *cfg, sc_program program, int argc, char **argv)
 {
+    bool seen[N_OPTIONS] = {0};
     for (int i = 1; i < argc;) {
         const config_option *opt = NULL;
         const char *value = NULL;
         SC_TRY(cli_next(program, argc, argv, &i, &opt, &value));
+        list_restart(opt, cfg, !seen[opt - options]);
+        seen[opt - options] = true;
         sc_status st = opt_set(opt, cfg, value);
         if (st != SC_OK)
             return sc_error_wrap(st, "--%s", opt->name);
@@ -717,9 +793,10 @@ static sc_status ini_apply(ini_state *st, const char *section, const char *name,
     if (opt_cli_only(opt))
         return sc_error_set(SC_ERR_INVALID, "%s can only be given on the command line", name);
     int k = (int)(opt - options);
-    if (st->seen[k])
+    if (st->seen[k] && opt->type != OPT_LIST)
         return sc_error_set(SC_ERR_INVALID, "%s is set twice (first on line %d)", name,
                             st->seen[k]);
+    list_restart(opt, st->cfg, !st->seen[k]);
     st->seen[k] = st->line;
     sc_status s = opt_set(opt, st->cfg, value);
     return s == SC_OK ? SC_OK : sc_error_wrap(s, "%s", name);
@@ -782,38 +859,68 @@ static bool ini_representable(const char *name, const char *value)
     return strlen(name) + 3 + len + 1 <= (size_t)ini_line_capacity();
 }
 
-static sc_status ini_write_options(FILE *out, const sc_config *cfg, sc_program program)
+static sc_status ini_write_line(FILE *out, const char *name, const char *value)
+{
+    if (!ini_representable(name, value))
+        return sc_error_set(SC_ERR_INVALID, "%s: '%s' cannot be written to an INI file "
+                            "(spaces at its ends, a newline, ' ;' or too long)",
+                            name, value);
+    fprintf(out, "%s =%s%s\n", name, value[0] ? " " : "", value);
+    return SC_OK;
+}
+
+/* A list is a line per path, or one empty line when it is empty. */
+static sc_status ini_write_option(FILE *out, const config_option *opt, const sc_config *cfg)
 {
     char value[SC_PATH_MAX];
+    if (opt->type != OPT_LIST) {
+        opt_format(opt, cfg, value, sizeof value);
+        return ini_write_line(out, opt->name, value);
+    }
+    const sc_path_list *list = (const void *)((const char *)cfg + opt->offset);
+    for (int i = 0; i < list->n; i++)
+        SC_TRY(ini_write_line(out, opt->name, list->path[i]));
+    return list->n ? SC_OK : ini_write_line(out, opt->name, "");
+}
+
+static sc_status ini_write_options(FILE *out, const sc_config *cfg, sc_program program)
+{
     int group = -1;
     for (int i = 0; i < N_OPTIONS; i++) {
         const config_option *opt = &options[i];
         if (!(opt->programs & program) || opt_cli_only(opt))
             continue;
-        opt_format(opt, cfg, value, sizeof value);
-        if (!ini_representable(opt->name, value))
-            return sc_error_set(SC_ERR_INVALID, "%s: '%s' cannot be written to an INI file "
-                                "(spaces at its ends, a newline, ' ;' or too long)",
-                                opt->name, value);
         if ((int)opt->group != group)
             fprintf(out, "\n; %s\n", group_title[group = (int)opt->group]);
-        fprintf(out, "%s =%s%s\n", opt->name, value[0] ? " " : "", value);
+        SC_TRY(ini_write_option(out, opt, cfg));
     }
     return SC_OK;
+}
+
+sc_status sc_config_ini_text(const sc_config *cfg, sc_program program, char **text)
+{
+    size_t len = 0;
+    *text = NULL;
+    FILE *mem = open_memstream(text, &len);
+    if (!mem)
+        return sc_error_set(SC_ERR_NOMEM, "out of memory for the resolved config");
+    fprintf(mem, "; %s configuration, resolved from defaults, --config and the command line\n"
+                 "[%s]\n", sc_program_name(program), program_section(program));
+    sc_status st = ini_write_options(mem, cfg, program);
+    fclose(mem);
+    if (st != SC_OK) {
+        free(*text);
+        *text = NULL;
+    }
+    return st;
 }
 
 sc_status sc_config_write_ini(const sc_config *cfg, sc_program program, const char *path)
 {
     /* Composed in memory first, so a refused value leaves no partial file. */
     char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    if (!mem)
-        return sc_error_set(SC_ERR_NOMEM, "out of memory writing %s", path);
-    fprintf(mem, "; %s configuration, resolved from defaults, --config and the command line\n"
-                 "[%s]\n", sc_program_name(program), program_section(program));
-    sc_status st = ini_write_options(mem, cfg, program);
-    fclose(mem);
+    sc_status st = sc_config_ini_text(cfg, program, &text);
+    size_t len = text ? strlen(text) : 0;
     FILE *out = st == SC_OK ? fopen(path, "w") : NULL;
     if (st == SC_OK && !out)
         st = sc_error_set(SC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
@@ -888,8 +995,9 @@ void sc_config_print_help(FILE *out, sc_program program)
             train ? "Trains a model plugin on a dataset plugin: validates after each epoch, "
                     "tests after\nthe last, and keeps config, metrics and checkpoints in "
                     "the run directory."
-                  : "Evaluates a checkpoint on one split of a dataset and writes per-sample\n"
-                    "predictions with their top classes.");
+                  : "Evaluates a checkpoint on one split of a dataset; for a classifier, writes\n"
+                    "per-sample predictions with their top classes, a confusion matrix and\n"
+                    "per-class accuracy.");
     int group = -1;
     for (int i = 0; i < N_OPTIONS; i++) {
         const config_option *opt = &options[i];

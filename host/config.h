@@ -18,6 +18,13 @@
 
 enum { SC_PATH_MAX = 4096 };
 
+/* A repeatable path option (--hooks A --hooks B). */
+enum { SC_MAX_HOOK_PLUGINS = 8 };
+typedef struct sc_path_list {
+    int n;
+    char path[SC_MAX_HOOK_PLUGINS][SC_PATH_MAX];
+} sc_path_list;
+
 typedef enum sc_program { SC_PROGRAM_TRAIN = 1, SC_PROGRAM_TEST = 2 } sc_program;
 
 typedef struct sc_config {
@@ -26,7 +33,7 @@ typedef struct sc_config {
     char dataset_path[SC_PATH_MAX]; /* --dataset-path */
     char model_args[1024];          /* --model-args k=v,... */
     char dataset_args[1024];        /* --dataset-args k=v,... */
-    char hooks[SC_PATH_MAX];        /* --hooks: extra hooks plugin .so ("" none) */
+    sc_path_list hooks;             /* --hooks: extra hooks plugins .so, repeatable */
     char config[SC_PATH_MAX];       /* --config: INI file read ("" none) */
     int epochs;                     /* --epochs (10) */
     int64_t batch_size;             /* --batch-size (128) */
@@ -47,22 +54,32 @@ typedef struct sc_config {
     int workers;                    /* --workers (2) */
     int prefetch;                   /* --prefetch (4) */
     int threads;                    /* --threads (0 = all cores) for compute */
-    char device[32];                /* --device (cpu) */
+    char device[32];                /* --device ("": the model's preference, else cpu) */
+    /* data parallelism (docs/distributed.md) */
+    int accumulate;                 /* --accumulate N micro-batches per optimizer step (1) */
+    double bucket_mb;               /* --bucket-mb: gradient allreduce bucket, MiB (25) */
+    double collective_timeout;      /* --collective-timeout seconds (300) */
+    bool scale_lr;                  /* --scale-lr: lr times the number of ranks */
     char run_dir[SC_PATH_MAX];      /* --run-dir (runs/<model>-<time>) */
     bool resume;                    /* --resume given */
     char resume_path[SC_PATH_MAX];  /* --resume PATH ("" = run dir's last) */
     int64_t checkpoint_every;       /* --checkpoint-every N steps (0 = per epoch only) */
     int keep_last;                  /* --keep-last (3) */
+    bool tensorboard;               /* --tensorboard: RUN/tensorboard event files (true) */
+    int histogram_every;            /* --histogram-every N epochs (1; 0 = never) */
     int64_t max_train_iterations;   /* --max-train-iterations per epoch (0 = all) */
     int64_t max_valid_iterations;   /* --max-valid-iterations (0 = all) */
     int64_t max_test_iterations;    /* --max-test-iterations (0 = all) */
     bool validate_on_train;         /* --validate-on-train: also eval the train split */
     bool quiet;                     /* --quiet: errors and the final summary only */
+    bool summary;                   /* --summary: print the model summary and exit */
     /* scorch-test */
     char checkpoint[SC_PATH_MAX];   /* --checkpoint PATH */
     char split[16];                 /* --split test|valid|train (test) */
     int topk;                       /* --topk (5) */
     char predictions[SC_PATH_MAX];  /* --predictions CSV path ("" = none) */
+    char confusion[SC_PATH_MAX];    /* --confusion CSV path ("" = none) */
+    char per_class[SC_PATH_MAX];    /* --per-class CSV path ("" = none) */
 } sc_config;
 
 void sc_config_defaults(sc_config *cfg);
@@ -81,6 +98,8 @@ sc_status sc_config_load_ini(sc_config *cfg, sc_program program, const char *pat
 
 /* Writes every option of `program` as a loadable INI file. */
 sc_status sc_config_write_ini(const sc_config *cfg, sc_program program, const char *path);
+/* The same text, in memory (caller frees); for comparing ranks' configs. */
+sc_status sc_config_ini_text(const sc_config *cfg, sc_program program, char **text);
 
 void sc_config_print_help(FILE *out, sc_program program);
 

@@ -30,10 +30,25 @@ static sc_status eval_batch(sc_session *s, const sc_batch *b, int epoch, const c
     return on_batch ? on_batch(user, b, &outputs) : SC_OK;
 }
 
+static void show_progress(sc_run_log *log, const char *phase, int epoch, int64_t batch,
+                          int64_t batches, const sc_eval_sums *sums, double seconds)
+{
+    sc_progress progress = {
+        .phase = phase, .epoch = epoch, .batch = batch, .batches = batches,
+        .samples = sums->samples, .loss = sums->loss_sum / (double)sums->samples,
+        .seconds = seconds, .data_wait_s = sums->data_wait_s,
+    };
+    sc_run_log_progress(log, &progress);
+}
+
 static sc_status eval_loop(sc_session *s, sc_loader *loader, const char *phase, int epoch,
                            int64_t max_batches, sc_metrics *metrics, sc_eval_sums *sums,
-                           sc_eval_batch_fn on_batch, void *user)
+                           sc_eval_batch_fn on_batch, void *user, sc_run_log *log)
 {
+    int64_t batches = sc_loader_batches(loader);
+    if (max_batches > 0 && max_batches < batches)
+        batches = max_batches;
+    double start = sc_now();
     SC_TRY(sc_loader_start_epoch(loader, epoch, 0));
     for (int64_t n = 0; max_batches == 0 || n < max_batches; n++) {
         sc_batch *b;
@@ -46,19 +61,24 @@ static sc_status eval_loop(sc_session *s, sc_loader *loader, const char *phase, 
         sc_ctx_reset(s->ctx);
         sc_loader_release(loader, b);
         SC_TRY(st);
+        if (log)
+            show_progress(log, phase, epoch, n + 1, batches, sums, sc_now() - start);
     }
     return SC_OK;
 }
 
 sc_status sc_evaluate(sc_session *s, sc_loader *loader, const char *phase, int epoch,
                       int64_t max_batches, sc_metrics *metrics, sc_eval_sums *sums,
-                      sc_eval_batch_fn on_batch, void *user)
+                      sc_eval_batch_fn on_batch, void *user, sc_run_log *log)
 {
     bool was_training = sc_ctx_training(s->ctx);
     bool had_grad = sc_ctx_set_grad_enabled(s->ctx, false);
     sc_ctx_set_training(s->ctx, false);
-    sc_status st = eval_loop(s, loader, phase, epoch, max_batches, metrics, sums, on_batch, user);
+    sc_status st =
+        eval_loop(s, loader, phase, epoch, max_batches, metrics, sums, on_batch, user, log);
     sc_loader_stop_epoch(loader);
+    if (st != SC_OK && log)
+        sc_run_log_end_line(log);
     sc_ctx_set_training(s->ctx, was_training);
     sc_ctx_set_grad_enabled(s->ctx, had_grad);
     return st;

@@ -4,6 +4,7 @@
 #define SCORCH_HOST_EVALUATE_H
 
 #include "loader.h"
+#include "run_log.h"
 #include "session.h"
 
 /* Called after each batch's forward, before the step arena is reset. */
@@ -18,10 +19,11 @@ typedef struct sc_eval_sums {
 
 /* Runs the network in eval mode with grad off over the loader's epoch
  * `epoch` (`phase` names the pass in messages), at most max_batches batches (0 = all), adding to metrics and
- * sums. on_batch may be NULL. */
+ * sums. on_batch may be NULL. log, when not NULL, shows the pass's
+ * progress line. */
 sc_status sc_evaluate(sc_session *s, sc_loader *loader, const char *phase, int epoch,
                       int64_t max_batches, sc_metrics *metrics, sc_eval_sums *sums,
-                      sc_eval_batch_fn on_batch, void *user);
+                      sc_eval_batch_fn on_batch, void *user, sc_run_log *log);
 
 /* The batch loss as a double, or an SC_ERR_NUMERIC error when it is not
  * finite (naming the phase and batch). */

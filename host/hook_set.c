@@ -12,10 +12,11 @@
 const char *const sc_hook_points[] = {
     "train_begin", "train_end",   "epoch_begin", "epoch_end",
     "phase_begin", "phase_end",   "batch_begin", "batch_end",
+    "after_backward", "checkpoint_save", "checkpoint_load",
     NULL,
 };
 
-enum { N_POINTS = 8 };
+enum { N_POINTS = 11 };
 _Static_assert(sizeof sc_hook_points / sizeof sc_hook_points[0] == N_POINTS + 1,
                "N_POINTS counts sc_hook_points");
 
@@ -35,6 +36,7 @@ struct sc_hook_set {
     char **plugins; /* one copy of each added table's plugin name */
     int n_plugins;
     point_hooks points[N_POINTS];
+    const hook_entry *running; /* the hook being called, or NULL */
 };
 
 static int point_index(const char *point)
@@ -89,12 +91,26 @@ static const hook_entry *find_name(const sc_hook_set *set, const char *name)
     return NULL;
 }
 
+/* A checkpoint_save and a checkpoint_load hook of one table may share a
+ * name: it names the state ("hook/<name>") the one saves and the other
+ * gets back. */
+static bool state_pair(const sc_hook *a, const sc_hook *b)
+{
+    bool a_saves = strcmp(a->point, "checkpoint_save") == 0;
+    bool b_saves = strcmp(b->point, "checkpoint_save") == 0;
+    return (a_saves && strcmp(b->point, "checkpoint_load") == 0) ||
+           (b_saves && strcmp(a->point, "checkpoint_load") == 0);
+}
+
 /* Checks hook i of table against the set and the table's earlier hooks. */
 static sc_status check_hook(const sc_hook_set *set, const sc_hook_table *table, int i)
 {
     const sc_hook *h = &table->hooks[i];
     if (!h->name || !h->name[0])
         return sc_error_set(SC_ERR_PLUGIN, "hook #%d has no name", i);
+    if (strlen(h->name) > SC_HOOK_NAME_MAX)
+        return sc_error_set(SC_ERR_PLUGIN, "hook #%d's name is longer than %d characters", i,
+                            SC_HOOK_NAME_MAX);
     if (!h->point)
         return sc_error_set(SC_ERR_PLUGIN, "hook '%s' has no point", h->name);
     if (point_index(h->point) < 0)
@@ -106,7 +122,7 @@ static sc_status check_hook(const sc_hook_set *set, const sc_hook_table *table, 
         return sc_error_set(SC_ERR_PLUGIN, "hook name '%s' is already used by %s", h->name,
                             other->plugin);
     for (int j = 0; j < i; j++)
-        if (strcmp(table->hooks[j].name, h->name) == 0)
+        if (strcmp(table->hooks[j].name, h->name) == 0 && !state_pair(h, &table->hooks[j]))
             return sc_error_set(SC_ERR_PLUGIN, "hook name '%s' appears twice in the table",
                                 h->name);
     return SC_OK;
@@ -215,8 +231,10 @@ sc_status sc_hook_set_add(sc_hook_set *set, const sc_hook_table *table, const ch
     return st == SC_OK ? SC_OK : sc_error_wrap(st, "%s", plugin);
 }
 
-sc_status sc_hook_set_run(const sc_hook_set *set, const char *point,
-                          const sc_hook_context *ctx, const sc_hook_actions *actions)
+/* Calls each hook of point with its own copy of ctx, naming it (and
+ * carrying its blob, when blobs are given). */
+static sc_status run_point(sc_hook_set *set, const char *point, const sc_hook_context *ctx,
+                           const sc_hook_actions *actions, const sc_hook_blobs *blobs)
 {
     int p = point_index(point);
     if (p < 0)
@@ -224,11 +242,110 @@ sc_status sc_hook_set_run(const sc_hook_set *set, const char *point,
     const point_hooks *ph = &set->points[p];
     for (int i = 0; i < ph->n; i++) {
         const hook_entry *e = &ph->hooks[i];
+        sc_hook_context own = *ctx;
+        own.hook = e->hook.name;
+        if (blobs)
+            own.blob = sc_hook_blobs_get(blobs, e->hook.name, &own.blob_size);
         /* A hook that fails without a message must not inherit an old one. */
         sc_error_clear();
-        sc_status st = e->hook.fn(ctx, actions);
+        set->running = e;
+        sc_status st = e->hook.fn(&own, actions);
+        set->running = NULL;
         if (st != SC_OK)
             return sc_error_wrap(st, "hook '%s' of %s at %s", e->hook.name, e->plugin, point);
+    }
+    return SC_OK;
+}
+
+sc_status sc_hook_set_run(sc_hook_set *set, const char *point, const sc_hook_context *ctx,
+                          const sc_hook_actions *actions)
+{
+    return run_point(set, point, ctx, actions, NULL);
+}
+
+sc_status sc_hook_set_run_load(sc_hook_set *set, const sc_hook_context *ctx,
+                               const sc_hook_actions *actions, const sc_hook_blobs *blobs)
+{
+    return run_point(set, "checkpoint_load", ctx, actions, blobs);
+}
+
+const sc_hook *sc_hook_set_running(const sc_hook_set *set)
+{
+    return set->running ? &set->running->hook : NULL;
+}
+
+/* ---- the hooks' checkpoint entries ---- */
+
+static sc_hook_blob *blobs_find(const sc_hook_blobs *blobs, const char *hook)
+{
+    for (int i = 0; i < blobs->n; i++)
+        if (strcmp(blobs->items[i].hook, hook) == 0)
+            return &blobs->items[i];
+    return NULL;
+}
+
+sc_status sc_hook_blobs_put(sc_hook_blobs *blobs, const char *hook, const void *data,
+                            size_t size)
+{
+    void *copy = malloc(size ? size : 1);
+    if (!copy)
+        return sc_error_set(SC_ERR_NOMEM, "out of memory for hook '%s''s %zu-byte blob", hook,
+                            size);
+    if (size)
+        memcpy(copy, data, size);
+    sc_hook_blob *b = blobs_find(blobs, hook);
+    if (!b) {
+        sc_hook_blob *items = realloc(blobs->items, (size_t)(blobs->n + 1) * sizeof *items);
+        char *name = items ? strdup(hook) : NULL;
+        if (items)
+            blobs->items = items;
+        if (!name) {
+            free(copy);
+            return sc_error_set(SC_ERR_NOMEM, "out of memory for hook '%s''s blob", hook);
+        }
+        b = &blobs->items[blobs->n++];
+        *b = (sc_hook_blob){.hook = name};
+    }
+    free(b->data);
+    b->data = copy;
+    b->size = size;
+    return SC_OK;
+}
+
+const void *sc_hook_blobs_get(const sc_hook_blobs *blobs, const char *hook, size_t *size)
+{
+    const sc_hook_blob *b = blobs_find(blobs, hook);
+    *size = b ? b->size : 0;
+    return b ? b->data : NULL;
+}
+
+void sc_hook_blobs_clear(sc_hook_blobs *blobs)
+{
+    for (int i = 0; i < blobs->n; i++) {
+        free(blobs->items[i].hook);
+        free(blobs->items[i].data);
+    }
+    free(blobs->items);
+    *blobs = (sc_hook_blobs){0};
+}
+
+/* ---- after_backward's view of the gradients ---- */
+
+sc_status sc_hook_grads_new(const sc_params *params, sc_hook_grad **out, int *n)
+{
+    int count = 0;
+    for (int i = 0; i < sc_params_count(params); i++)
+        count += (sc_params_at(params, i)->flags & SC_TENSOR_REQUIRES_GRAD) != 0;
+    *n = 0;
+    *out = calloc(count ? (size_t)count : 1, sizeof **out);
+    if (!*out)
+        return sc_error_set(SC_ERR_NOMEM, "out of memory for the gradient views");
+    const float *grads = sc_params_grads(params);
+    for (int i = 0; i < sc_params_count(params); i++) {
+        const sc_tensor *p = sc_params_at(params, i);
+        if (p->flags & SC_TENSOR_REQUIRES_GRAD)
+            (*out)[(*n)++] = (sc_hook_grad){p->name, p->ndim, p->shape, p->numel,
+                                            grads + sc_params_offset(params, i)};
     }
     return SC_OK;
 }

@@ -4,9 +4,12 @@
  * --hooks plugins. Adding a table checks its ABI header, that each point
  * is a known hook point (an unknown one is an error that suggests the
  * nearest known name), that each hook has a function and a name unique in
- * the run. Running a point calls its hooks by ascending priority, then in
- * the order they were added; the first error stops the rest and is
- * returned with a message naming the hook, its plugin and the point.
+ * the run (but for a checkpoint_save and a checkpoint_load hook of one
+ * table, which share a name to pair up: the state one saves the other
+ * gets back). Running a point calls its hooks by ascending priority, then in
+ * the order they were added, each with its own copy of the context that
+ * names it (ctx->hook); the first error stops the rest and is returned
+ * with a message naming the hook, its plugin and the point.
  *
  * Lifetime: the set keeps pointers to the hooks' names and functions, so
  * free it before closing the plugins they came from.
@@ -19,6 +22,9 @@
 
 typedef struct sc_hook_set sc_hook_set;
 
+/* The longest hook name: it names the hook's checkpoint entry. */
+enum { SC_HOOK_NAME_MAX = 128 };
+
 sc_status sc_hook_set_new(sc_hook_set **out);
 void sc_hook_set_free(sc_hook_set *set);
 
@@ -29,8 +35,43 @@ sc_status sc_hook_set_add(sc_hook_set *set, const sc_hook_table *table, const ch
 int sc_hook_set_count(const sc_hook_set *set);
 
 /* Runs every hook registered for point (a known hook point name). */
-sc_status sc_hook_set_run(const sc_hook_set *set, const char *point,
-                          const sc_hook_context *ctx, const sc_hook_actions *actions);
+sc_status sc_hook_set_run(sc_hook_set *set, const char *point, const sc_hook_context *ctx,
+                          const sc_hook_actions *actions);
+
+/* The hooks' own checkpoint state: one blob per hook name, stored in a
+ * checkpoint as "hook/<name>" (checkpoint.h). A zeroed struct is empty. */
+typedef struct sc_hook_blob {
+    char *hook;
+    void *data;
+    size_t size;
+} sc_hook_blob;
+
+typedef struct sc_hook_blobs {
+    int n;
+    sc_hook_blob *items;
+} sc_hook_blobs;
+
+/* Stores a copy of data as hook's blob, replacing an earlier one. */
+sc_status sc_hook_blobs_put(sc_hook_blobs *blobs, const char *hook, const void *data,
+                            size_t size);
+/* hook's blob and its size, or NULL and 0. */
+const void *sc_hook_blobs_get(const sc_hook_blobs *blobs, const char *hook, size_t *size);
+void sc_hook_blobs_clear(sc_hook_blobs *blobs);
+
+/* Runs checkpoint_load: each hook also sees its own blob (ctx->blob,
+ * NULL when the checkpoint has none for it). */
+sc_status sc_hook_set_run_load(sc_hook_set *set, const sc_hook_context *ctx,
+                               const sc_hook_actions *actions, const sc_hook_blobs *blobs);
+
+/* The hook being called right now (for actions that act on the calling
+ * hook's behalf, like save_blob), or NULL between hooks. */
+const sc_hook *sc_hook_set_running(const sc_hook_set *set);
+
+/* after_backward's read-only views of the trainable parameters'
+ * gradients, in creation order (*out freed by the caller). The views
+ * point into the store's flat gradient buffer, so they stay valid while
+ * no parameter is added. */
+sc_status sc_hook_grads_new(const sc_params *params, sc_hook_grad **out, int *n);
 
 /* The known hook point names, NULL-terminated. */
 extern const char *const sc_hook_points[];

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "device.h"
+
 /* The end of a struct's last v1.0 field: the least abi.size a v1.x plugin
  * may declare. Minor versions append fields, so this stays the 1.0 end. */
 #define SIZE_V1_0(type, last) (offsetof(type, last) + sizeof(((type *)0)->last))
@@ -76,13 +78,30 @@ static sc_status check_required(const void *api, const required_fn *req, size_t 
     return SC_OK;
 }
 
+/* An appended (1.1) field is read only when the plugin's struct reaches its
+ * end (SIZE_V1_0 gives the end of any field). */
+static const char *preferred_device(const sc_model_plugin *api)
+{
+    bool has = api->abi.size >= SIZE_V1_0(sc_model_plugin, preferred_device);
+    return has ? api->preferred_device : NULL;
+}
+
 static sc_status check_model(const sc_model_plugin *api)
 {
     SC_TRY(sc_abi_check(&api->abi, "model plugin",
                         SIZE_V1_0(sc_model_plugin, socket_param_trains)));
     SC_TRY(check_name(api->name, "model"));
     SC_TRY(check_required(api, model_required, N_REQUIRED(model_required), "model", api->name));
+    sc_device_request req;
+    const char *device = preferred_device(api);
+    if (device && sc_device_parse(device, &req) != SC_OK)
+        return sc_error_wrap(SC_ERR_PLUGIN, "model plugin '%s': preferred_device", api->name);
     return SC_OK;
+}
+
+const char *sc_model_preferred_device(const sc_model_lib *lib)
+{
+    return preferred_device(lib->api);
 }
 
 static sc_status check_dataset(const sc_dataset_plugin *api)
@@ -133,6 +152,7 @@ static sc_status lib_dlopen(const char *path, sc_plugin_lib *lib)
     if (!(lib->path = strdup(path)))
         return sc_error_set(SC_ERR_NOMEM, "out of memory");
     lib->hooks = lib_symbol(lib, "scorch_hooks");
+    lib->user_funcs = lib_symbol(lib, "scorch_user_funcs");
     return SC_OK;
 }
 
@@ -181,9 +201,12 @@ sc_status sc_dataset_lib_open(const char *path, sc_dataset_lib *out)
 
 sc_status sc_hooks_lib_open(const char *path, sc_plugin_lib *out)
 {
-    const void *table;
-    /* The table itself is checked when it joins a hook set. */
-    return lib_open(path, "scorch_hooks", out, &table);
+    /* The tables themselves are checked when they join the run's sets. */
+    *out = (sc_plugin_lib){0};
+    sc_status st = lib_dlopen(path, out);
+    if (st == SC_OK && !out->hooks && !out->user_funcs)
+        st = missing_symbol(out, "scorch_hooks");
+    return st == SC_OK ? SC_OK : refuse(out, st, path);
 }
 
 void sc_plugin_lib_close(sc_plugin_lib *lib)

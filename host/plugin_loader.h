@@ -15,11 +15,13 @@
 
 #include "scorch/hooks.h"
 #include "scorch/plugin.h"
+#include "scorch/user_funcs.h"
 
 typedef struct sc_plugin_lib {
     void *handle;                    /* from dlopen */
     char *path;                      /* as given */
     const sc_hook_table *hooks;      /* its scorch_hooks, or NULL */
+    const sc_user_func_table *user_funcs; /* its scorch_user_funcs, or NULL */
 } sc_plugin_lib;
 
 typedef struct sc_model_lib {
@@ -32,11 +34,16 @@ typedef struct sc_dataset_lib {
     const sc_dataset_plugin *api;
 } sc_dataset_lib;
 
-/* Each fills *out or returns an error naming path; nothing to close then. */
+/* Each fills *out or returns an error naming path; nothing to close then.
+ * A model's preferred_device must be --device notation (device.h). */
 sc_status sc_model_lib_open(const char *path, sc_model_lib *out);
 sc_status sc_dataset_lib_open(const char *path, sc_dataset_lib *out);
-/* A plugin that only provides scorch_hooks (--hooks). */
+/* A plugin that provides scorch_hooks, scorch_user_funcs or both (--hooks). */
 sc_status sc_hooks_lib_open(const char *path, sc_plugin_lib *out);
+
+/* The model's preferred_device (ABI 1.1), or NULL when it names none or
+ * was built for 1.0. */
+const char *sc_model_preferred_device(const sc_model_lib *lib);
 
 /* Closes what an open filled (a zeroed lib is fine); the plugin's structs
  * and hooks are gone afterwards. */

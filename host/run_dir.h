@@ -4,6 +4,7 @@
  *   RUN/metrics.jsonl       one JSON object per epoch and phase (run_log.h)
  *   RUN/checkpoints/epoch-EEEE-step-SSSSSSSSS.ckpt   the last --keep-last
  *   RUN/checkpoints/last.ckpt, best.ckpt            hard links (or copies)
+ *   RUN/tensorboard/events.out.tfevents.*          TensorBoard (tensorboard.h)
  *
  * A directory that already holds a run is only reused with --resume, so a
  * new run never overwrites an old run's checkpoints.

@@ -1,5 +1,6 @@
-/* scorch-test: evaluates a checkpoint on a split and writes per-sample
- * predictions with their top-k classes. */
+/* scorch-test: evaluates a checkpoint on a split; for a classifier it
+ * writes per-sample predictions with their top-k classes, the confusion
+ * matrix and per-class accuracy (host/predictions.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,46 @@ static sc_split parse_split(const char *name)
                                         : SC_SPLIT_TEST;
 }
 
+static bool wants_classes(const sc_config *cfg)
+{
+    return cfg->predictions[0] || cfg->confusion[0] || cfg->per_class[0];
+}
+
+/* The result line, in place of the progress line; printed even when quiet. */
+static void print_result(sc_run_log *log, const sc_config *cfg, const sc_metrics *metrics,
+                         const sc_eval_sums *sums, double seconds)
+{
+    char line[1024];
+    size_t n = (size_t)snprintf(line, sizeof line, "%s  loss %.4f", cfg->split,
+                                sums->samples ? sums->loss_sum / (double)sums->samples : 0);
+    for (int i = 0; i < sc_metrics_count(metrics) && n < sizeof line; i++)
+        n += (size_t)snprintf(line + n, sizeof line - n, "  %s %.4f", sc_metrics_name(metrics, i),
+                              sc_metrics_value(metrics, i));
+    sc_run_log_final(log, "%s  | %lld samples  %.1f s", line, (long long)sums->samples, seconds);
+}
+
+/* The confusion matrix and per-class accuracy, where asked for. */
+static sc_status write_reports(const sc_config *cfg, const sc_predictions *pred)
+{
+    if (cfg->predictions[0] && !cfg->quiet)
+        printf("predictions: %s (%lld rows, top-%d)\n", cfg->predictions,
+               (long long)pred->rows, cfg->topk);
+    if (cfg->confusion[0]) {
+        SC_TRY(sc_predictions_write_confusion(pred, cfg->confusion));
+        if (!cfg->quiet)
+            printf("confusion matrix: %s (%lld classes)\n", cfg->confusion,
+                   (long long)pred->classes);
+    }
+    if (cfg->per_class[0]) {
+        SC_TRY(sc_predictions_write_per_class(pred, cfg->per_class));
+        if (!cfg->quiet) {
+            printf("per-class accuracy: %s\n", cfg->per_class);
+            sc_predictions_print_per_class(pred, stdout);
+        }
+    }
+    return SC_OK;
+}
+
 static sc_status evaluate(sc_session *s, const sc_config *cfg, sc_metrics *metrics)
 {
     sc_split split = parse_split(cfg->split);
@@ -52,28 +93,27 @@ static sc_status evaluate(sc_session *s, const sc_config *cfg, sc_metrics *metri
                            .prefetch = cfg->prefetch, .seed = cfg->seed, .world = 1};
     sc_loader *loader;
     SC_TRY(sc_loader_new(s->data.api, s->splits[split], split, &lc, &loader));
+    sc_run_log log; /* the progress line only */
     sc_predictions pred = {0};
-    sc_status st = cfg->predictions[0] ? sc_predictions_open(&pred, cfg->predictions, cfg->topk,
-                                                             s->data.api, s->index)
-                                       : SC_OK;
+    sc_status st = sc_run_log_open(&log, NULL, cfg->quiet, 0);
+    bool classes = wants_classes(cfg);
+    if (st == SC_OK && classes)
+        st = sc_predictions_open(&pred, cfg->predictions, cfg->topk, s->data.api, s->index);
     sc_eval_sums sums = {0};
     double t0 = sc_now();
     if (st == SC_OK)
         st = sc_evaluate(s, loader, cfg->split, 1, cfg->max_test_iterations, metrics, &sums,
-                         pred.csv ? sc_predictions_write : NULL, &pred);
+                         classes ? sc_predictions_add : NULL, &pred, &log);
     double seconds = sc_now() - t0;
-    sc_status closed = sc_predictions_close(&pred);
     sc_loader_free(loader);
+    if (st == SC_OK) {
+        print_result(&log, cfg, metrics, &sums, seconds);
+        st = write_reports(cfg, &pred);
+    }
+    sc_status closed = sc_predictions_close(&pred);
+    sc_run_log_close(&log);
     SC_TRY(st);
-    SC_TRY(closed);
-    printf("%s  loss %.4f", cfg->split, sums.samples ? sums.loss_sum / (double)sums.samples : 0);
-    for (int i = 0; i < sc_metrics_count(metrics); i++)
-        printf("  %s %.4f", sc_metrics_name(metrics, i), sc_metrics_value(metrics, i));
-    printf("  | %lld samples  %.1f s\n", (long long)sums.samples, seconds);
-    if (pred.rows)
-        printf("predictions: %s (%lld rows, top-%d)\n", cfg->predictions,
-               (long long)pred.rows, cfg->topk);
-    return SC_OK;
+    return closed;
 }
 
 static sc_status run(sc_config *cfg)
@@ -84,7 +124,7 @@ static sc_status run(sc_config *cfg)
     SC_TRY(sc_session_open(&s, cfg));
     sc_metrics *metrics = sc_metrics_new();
     sc_status st = metrics ? sc_checkpoint_load(cfg->checkpoint, s.params, NULL, NULL, NULL,
-                                                s.model.api->name)
+                                                s.model.api->name, NULL)
                            : SC_ERR_NOMEM;
     if (st == SC_OK)
         st = evaluate(&s, cfg, metrics);

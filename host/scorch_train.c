@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "config.h"
+#include "dist.h"
+#include "model_summary.h"
 #include "trainer.h"
 
 enum { EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
@@ -16,6 +18,9 @@ static void on_stop_signal(int sig)
     signal(sig, SIG_DFL);
 }
 
+/* SIGUSR1: a checkpoint after the current batch; training goes on. */
+static void on_save_signal(int sig) { sc_trainer_save_signal = 1; }
+
 static void install_signal_handlers(void)
 {
     struct sigaction sa;
@@ -24,15 +29,27 @@ static void install_signal_handlers(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_save_signal;
+    sa.sa_flags = SA_RESTART; /* the run goes on: no call should fail with EINTR */
+    sigaction(SIGUSR1, &sa, NULL);
 }
 
 static void report_failure(const sc_trainer *trainer)
 {
-    fprintf(stderr, "scorch-train: %s\n", sc_error_message());
+    sc_dist_print_error("scorch-train");
     char last[SC_PATH_MAX];
     if (sc_trainer_last_checkpoint(trainer, last, sizeof last))
-        fprintf(stderr, "scorch-train: no checkpoint was written after the failure; "
-                        "%s is the last good one\n", last);
+        fprintf(stderr, "%sscorch-train: no checkpoint was written after the failure; "
+                        "%s is the last good one\n", sc_dist_log_prefix(), last);
+}
+
+/* --summary: the model's table, and no training. */
+static int print_summary(const sc_config *cfg)
+{
+    if (sc_model_summary_run(cfg) == SC_OK)
+        return 0;
+    fprintf(stderr, "scorch-train: %s\n", sc_error_message());
+    return 1;
 }
 
 int main(int argc, char **argv)
@@ -41,17 +58,19 @@ int main(int argc, char **argv)
     bool exit_now = false;
     sc_config_defaults(&cfg);
     if (sc_config_parse(&cfg, SC_PROGRAM_TRAIN, argc, argv, &exit_now) != SC_OK) {
-        fprintf(stderr, "scorch-train: %s\n", sc_error_message());
+        sc_dist_print_error("scorch-train");
         return EXIT_USAGE;
     }
     if (exit_now)
         return 0;
+    if (cfg.summary)
+        return print_summary(&cfg);
     install_signal_handlers();
     sc_trainer *trainer;
     bool interrupted = false;
     sc_status st = sc_trainer_new(&cfg, &trainer);
     if (st != SC_OK) {
-        fprintf(stderr, "scorch-train: %s\n", sc_error_message());
+        sc_dist_print_error("scorch-train"); /* with the rank, when there are several */
         return 1;
     }
     st = sc_trainer_run(trainer, &interrupted);

@@ -1,5 +1,6 @@
 #include "session.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Wraps a failed plugin call's message with the plugin file and function. */
@@ -84,47 +85,64 @@ static sc_status create_network(sc_session *s, const sc_config *cfg)
     return SC_OK;
 }
 
+/* The plugin's hooks and user functions join the run's. */
 static sc_status add_hooks(sc_session *s, const sc_plugin_lib *lib)
 {
-    if (!lib->handle || !lib->hooks)
-        return SC_OK;
-    return sc_hook_set_add(s->hooks, lib->hooks, lib->path);
+    if (lib->hooks)
+        SC_TRY(sc_hook_set_add(s->hooks, lib->hooks, lib->path));
+    if (lib->user_funcs)
+        SC_TRY(sc_user_funcs_add(s->funcs, lib->user_funcs, lib->path));
+    return SC_OK;
 }
 
 static sc_status load_plugins(sc_session *s, const sc_config *cfg)
 {
     SC_TRY(sc_model_lib_open(cfg->model, &s->model));
     SC_TRY(sc_dataset_lib_open(cfg->dataset, &s->data));
-    if (cfg->hooks[0])
-        SC_TRY(sc_hooks_lib_open(cfg->hooks, &s->hooks_lib));
+    for (int i = 0; i < cfg->hooks.n; i++)
+        SC_TRY(sc_hooks_lib_open(cfg->hooks.path[i], &s->hooks_libs[i]));
     SC_TRY(sc_hook_set_new(&s->hooks));
+    SC_TRY(sc_user_funcs_new(&s->funcs));
     SC_TRY(add_hooks(s, &s->model.lib));
     SC_TRY(add_hooks(s, &s->data.lib));
-    return add_hooks(s, &s->hooks_lib);
+    for (int i = 0; i < cfg->hooks.n; i++)
+        SC_TRY(add_hooks(s, &s->hooks_libs[i]));
+    return SC_OK;
 }
 
-static sc_status parse_device(const char *text, sc_device *device)
+/* --device, else the model's preferred_device, else the cpu (device.h);
+ * the GPUs it names are locked for the run. distributed_dataparallel:
+ * CPU ranks under mpirun or srun (host/dist.h) on a machine without GPUs. */
+static sc_status allocate_device(sc_session *s, const sc_config *cfg)
 {
-    if (strcmp(text, "cpu") == 0) {
-        *device = (sc_device){SC_DEVICE_CPU, 0};
-        return SC_OK;
-    }
-    return sc_error_set(SC_ERR_UNSUPPORTED,
-                        "--device %s: this build of scorch has only the cpu device", text);
+    char source[SC_PATH_MAX + 32] = "--device";
+    const char *text = cfg->device;
+    if (!text[0] && (text = sc_model_preferred_device(&s->model)))
+        snprintf(source, sizeof source, "%s's preferred_device", s->model.lib.path);
+    sc_gpu_inventory gpus;
+    sc_gpu_inventory_probe(&gpus);
+    /* scorch-train learns its default run directory later (sc_device_set_holder). */
+    const char *holder = cfg->run_dir[0]      ? cfg->run_dir
+                         : cfg->checkpoint[0] ? "none (scorch-test)"
+                                              : "not chosen yet";
+    sc_device_env env = {SC_DEVICE_LOCK_DIR, holder, 0, &gpus};
+    SC_TRY(sc_device_allocate(text ? text : "cpu", source, &env, &s->devices));
+    if (s->devices.note[0])
+        fprintf(stderr, "note: %s\n", s->devices.note);
+    return SC_OK;
 }
 
 sc_status sc_session_open(sc_session *s, const sc_config *cfg)
 {
     memset(s, 0, sizeof *s);
-    sc_device device;
-    sc_status st = parse_device(cfg->device, &device);
+    sc_status st = load_plugins(s, cfg);
     if (st == SC_OK)
-        st = load_plugins(s, cfg);
+        st = allocate_device(s, cfg);
     if (st == SC_OK)
         st = open_data(s, cfg);
     if (st == SC_OK)
         st = create_network(s, cfg);
-    if (st == SC_OK && !(s->ctx = sc_ctx_new(device)))
+    if (st == SC_OK && !(s->ctx = sc_ctx_new(s->devices.device)))
         st = SC_ERR_NOMEM;
     if (st != SC_OK)
         sc_session_close(s);
@@ -145,8 +163,10 @@ void sc_session_close(sc_session *s)
     sc_args_free(s->model_args);
     sc_args_free(s->dataset_args);
     sc_hook_set_free(s->hooks);
-    if (s->hooks_lib.handle)
-        sc_plugin_lib_close(&s->hooks_lib);
+    sc_user_funcs_free(s->funcs);
+    for (int i = 0; i < SC_MAX_HOOK_PLUGINS; i++)
+        sc_plugin_lib_close(&s->hooks_libs[i]);
+    sc_device_release(&s->devices);
     if (s->data.lib.handle)
         sc_plugin_lib_close(&s->data.lib);
     if (s->model.lib.handle)

@@ -1,6 +1,7 @@
 /* session.h — what scorch-train and scorch-test both set up: the model
  * and dataset plugins, the dataset index and its splits, the network with
- * its parameters, the compute context and the run's hooks.
+ * its parameters, the devices and compute context, and the run's hooks and
+ * user functions.
  *
  * Every plugin call goes through here, so a failure is reported once, as
  * "<plugin file>: <function>: <plugin's message>".
@@ -9,14 +10,16 @@
 #define SCORCH_HOST_SESSION_H
 
 #include "config.h"
+#include "device.h"
 #include "hook_set.h"
 #include "plugin_loader.h"
 #include "scorch/scorch.h"
+#include "user_funcs.h"
 
 typedef struct sc_session {
     sc_model_lib model;
     sc_dataset_lib data;
-    sc_plugin_lib hooks_lib; /* --hooks, if given */
+    sc_plugin_lib hooks_libs[SC_MAX_HOOK_PLUGINS]; /* --hooks, cfg->hooks.n of them */
     sc_args *model_args;
     sc_args *dataset_args;
     void *index;
@@ -26,6 +29,8 @@ typedef struct sc_session {
     void *net;
     sc_ctx *ctx;
     sc_hook_set *hooks;
+    sc_user_funcs *funcs;   /* the plugins' user functions (scorch-ctl call) */
+    sc_device_set devices;  /* where it computes, and the GPUs it holds */
     const char *main_metric; /* from socket_main_metric */
     sc_metric_mode main_metric_mode;
 } sc_session;

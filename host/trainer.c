@@ -7,13 +7,18 @@
 #include <time.h>
 
 #include "checkpoint.h"
+#include "dist.h"
 #include "evaluate.h"
 #include "loader.h"
+#include "model_summary.h"
 #include "run_dir.h"
 #include "run_log.h"
 #include "session.h"
+#include "steer.h"
+#include "tensorboard.h"
 
 volatile sig_atomic_t sc_trainer_stop_signal;
+volatile sig_atomic_t sc_trainer_save_signal;
 
 /* Stream ids of the run's random streams (scorch/rng.h). */
 enum { RNG_STREAM_STEP = 0x57e9 };
@@ -32,16 +37,27 @@ struct sc_trainer {
     sc_run_log log;
     char *config_text; /* the resolved config.ini, saved in checkpoints */
     double lr;         /* of the latest step */
+    double step_loss_sum; /* of the optimizer step's micro-batches so far (TensorBoard) */
     bool stop;         /* a hook asked to stop */
     bool interrupted;  /* a signal asked to stop */
+    bool extra_pass;   /* an extra valid/test pass is running */
+    sc_steer steer;    /* requests from hooks, signals and scorch-ctl */
+    sc_hook_blobs hook_blobs; /* the hooks' checkpoint entries, last saved or loaded */
+    sc_hook_grad *grads;      /* after_backward's views of the gradients */
+    int n_grads;
+    sc_dist *dist;            /* this process's rank of the job (dist.h) */
 };
 
+static sc_status serve_requests(sc_trainer *t);
+
 /* ---- hooks: the context a hook sees and the actions it may take ---- */
+
+static bool lr_in_range(double lr) { return lr > 0 && lr < 1e6; }
 
 static void action_set_lr(void *host, double lr)
 {
     sc_trainer *t = host;
-    if (lr > 0 && lr < 1e6)
+    if (lr_in_range(lr))
         t->state.base_lr = lr;
     else
         sc_run_log_info(&t->log, "warning: a hook asked for lr %g; ignored", lr);
@@ -61,6 +77,49 @@ static void action_log_scalar(void *host, const char *tag, double value)
         sc_run_log_info(&t->log, "warning: %s", sc_error_message());
 }
 
+static sc_status action_log_text(void *host, const char *tag, const char *text)
+{
+    sc_trainer *t = host;
+    return sc_tb_add_text(t->log.tb, tag, t->state.step, text);
+}
+
+static sc_status action_log_image(void *host, const char *tag, const sc_tensor *image)
+{
+    sc_trainer *t = host;
+    return sc_tb_add_image(t->log.tb, tag, t->state.step, image);
+}
+
+static void action_request_checkpoint(void *host, const char *reason)
+{
+    sc_trainer *t = host;
+    sc_steer_raise(&t->steer, SC_REQUEST_SAVE);
+    sc_run_log_info(&t->log, "checkpoint requested by a hook: %s", reason ? reason : "");
+}
+
+static void action_request_eval(void *host, sc_split split, const char *reason)
+{
+    sc_trainer *t = host;
+    if (split != SC_SPLIT_VALID && split != SC_SPLIT_TEST) {
+        sc_run_log_info(&t->log, "warning: a hook asked for an extra pass over split %d; "
+                        "ignored (valid or test only)", (int)split);
+        return;
+    }
+    sc_steer_raise(&t->steer, split == SC_SPLIT_VALID ? SC_REQUEST_VALIDATE : SC_REQUEST_TEST);
+    sc_run_log_info(&t->log, "extra %s pass requested by a hook: %s", sc_split_name(split),
+                    reason ? reason : "");
+}
+
+static sc_status action_save_blob(void *host, const void *data, size_t size)
+{
+    sc_trainer *t = host;
+    const sc_hook *h = sc_hook_set_running(t->s.hooks);
+    if (!h || strcmp(h->point, "checkpoint_save") != 0)
+        return sc_error_set(SC_ERR_STATE, "save_blob works at checkpoint_save only");
+    if (size && !data)
+        return sc_error_set(SC_ERR_INVALID, "save_blob: NULL data of %zu bytes", size);
+    return sc_hook_blobs_put(&t->hook_blobs, h->name, data, size);
+}
+
 static sc_hook_context hook_context(const sc_trainer *t, const char *point, sc_split phase)
 {
     return (sc_hook_context){
@@ -69,17 +128,50 @@ static sc_hook_context hook_context(const sc_trainer *t, const char *point, sc_s
         .epoch = t->state.epoch,
         .epochs = t->cfg.epochs,
         .step = t->state.step,
-        .world = 1,
+        .rank = sc_dist_rank(t->dist),
+        .world = sc_dist_world(t->dist),
         .batch_size = (int)t->cfg.batch_size,
         .lr = t->lr,
+        .extra = t->extra_pass,
     };
 }
 
+/* The context of a batch-level point. */
+static sc_hook_context batch_context(const sc_trainer *t, const char *point, sc_split phase,
+                                     int64_t batch, int64_t batches, double loss)
+{
+    sc_hook_context ctx = hook_context(t, point, phase);
+    ctx.batch = batch;
+    ctx.batches = batches;
+    ctx.loss = loss;
+    return ctx;
+}
+
+static sc_hook_actions hook_actions(sc_trainer *t)
+{
+    return (sc_hook_actions){t, action_set_lr, action_request_stop,
+                             action_log_scalar, .log_text = action_log_text,
+                             .log_image = action_log_image,
+                             .request_checkpoint = action_request_checkpoint,
+                             .request_eval = action_request_eval,
+                             .save_blob = action_save_blob};
+}
+
+/* Every point passes here, which is where `status` learns where the
+ * training thread is. */
 static sc_status run_hooks(sc_trainer *t, const sc_hook_context *ctx)
 {
-    const sc_hook_actions actions = {t, action_set_lr, action_request_stop,
-                                     action_log_scalar};
+    const sc_hook_actions actions = hook_actions(t);
+    sc_steer_publish(&t->steer, ctx);
     return sc_hook_set_run(t->s.hooks, ctx->point, ctx, &actions);
+}
+
+/* On resume, before train_begin: each hook gets back its blob. */
+static sc_status load_hook_state(sc_trainer *t)
+{
+    const sc_hook_actions actions = hook_actions(t);
+    sc_hook_context ctx = hook_context(t, "checkpoint_load", SC_SPLIT_TRAIN);
+    return sc_hook_set_run_load(t->s.hooks, &ctx, &actions, &t->hook_blobs);
 }
 
 static sc_status run_point(sc_trainer *t, const char *point, sc_split phase)
@@ -90,65 +182,115 @@ static sc_status run_point(sc_trainer *t, const char *point, sc_split phase)
 
 /* ---- checkpoints ---- */
 
-static sc_status save_checkpoint(sc_trainer *t, bool best)
+static sc_status write_checkpoint(sc_trainer *t, bool best)
 {
     char path[SC_PATH_MAX];
     sc_run_dir_checkpoint(&t->rd, t->state.epoch, t->state.step, path, sizeof path);
+    /* The hooks hand over their state first: a failing hook writes nothing. */
+    sc_hook_blobs_clear(&t->hook_blobs);
+    SC_TRY(run_point(t, "checkpoint_save", SC_SPLIT_TRAIN));
     SC_TRY(sc_checkpoint_save(path, t->s.params, t->opt, &t->state, t->train_sums,
-                              t->config_text, t->s.model.api->name));
+                              t->config_text, t->s.model.api->name, &t->hook_blobs));
     SC_TRY(sc_run_dir_publish(&t->rd, path, "last"));
     if (best)
         SC_TRY(sc_run_dir_publish(&t->rd, path, "best"));
     return sc_run_dir_prune(&t->rd, t->cfg.keep_last);
 }
 
+/* Every rank takes part (the checkpoint holds the whole job's sums);
+ * rank 0 writes it. */
+static sc_status save_checkpoint(sc_trainer *t, bool best)
+{
+    SC_TRY(sc_dist_before_checkpoint(t->dist, &t->state.loss_sum, &t->state.samples,
+                                     t->train_sums));
+    sc_status st = sc_dist_is_root(t->dist) ? write_checkpoint(t, best) : SC_OK;
+    return sc_dist_check(t->dist, st);
+}
+
 /* ---- the train phase ---- */
+
+/* Whether batch b, the epoch's last, writes the TensorBoard histograms:
+ * its gradients are the epoch's last, valid until they are zeroed. */
+static bool histograms_due(const sc_trainer *t, const sc_batch *b)
+{
+    int every = t->cfg.histogram_every;
+    return t->log.tb && every > 0 && t->state.epoch % every == 0 &&
+           b->index + 1 == t->steps_per_epoch;
+}
+
+/* The step's last micro-batch: the gradients are averaged; the optimizer
+ * steps. */
+static sc_status apply_gradients(sc_trainer *t, const sc_batch *b, double loss_value)
+{
+    sc_session *s = &t->s;
+    sc_hook_context ctx = batch_context(t, "after_backward", SC_SPLIT_TRAIN, b->index,
+                                        t->steps_per_epoch, loss_value);
+    ctx.n_grads = t->n_grads;
+    ctx.grads = t->grads;
+    SC_TRY(run_hooks(t, &ctx));
+    SC_TRY(sc_optim_step(t->opt, t->lr));
+    if (histograms_due(t, b))
+        sc_tb_log_params(t->log.tb, s->params, t->state.step + 1);
+    sc_params_zero_grad(s->params);
+    t->state.step++;
+    return SC_OK;
+}
 
 static sc_status train_step(sc_trainer *t, const sc_batch *b, double *loss_value)
 {
     sc_session *s = &t->s;
+    int64_t micro = b->index % t->cfg.accumulate; /* micro-batch of the optimizer step */
     sc_rng_init(sc_ctx_rng(s->ctx), t->state.seed,
-                sc_rng_mix(RNG_STREAM_STEP, (uint64_t)t->state.step));
+                sc_dist_step_stream(t->dist, sc_rng_mix(RNG_STREAM_STEP, (uint64_t)t->state.step),
+                                    micro));
     t->lr = sc_schedule_lr(&t->state.schedule, t->state.base_lr, t->state.step);
     sc_tensor_list outputs;
     sc_tensor *loss;
     SC_TRY(sc_session_forward(s, &b->inputs, &outputs));
     SC_TRY(sc_session_criterion(s, &outputs, &b->targets, &loss));
     SC_TRY(sc_loss_value(loss, "train", t->state.epoch, b->index, loss_value));
-    SC_TRY(sc_backward(s->ctx, loss, NULL, NULL));
-    SC_TRY(sc_optim_step(t->opt, t->lr));
-    sc_params_zero_grad(s->params);
+    bool last = micro + 1 == t->cfg.accumulate;
+    SC_TRY(sc_dist_backward(t->dist, s->ctx, loss, last));
+    if (last)
+        SC_TRY(apply_gradients(t, b, *loss_value));
     SC_TRY(sc_session_metrics(s, &outputs, &b->targets, t->train_sums));
     t->state.loss_sum += *loss_value * (double)b->size;
     t->state.samples += b->size;
-    t->state.step++;
     t->state.next_batch = b->index + 1;
     return SC_OK;
 }
 
-static sc_status after_batch(sc_trainer *t, const sc_batch *b, double loss, double t0,
-                             double seconds_before)
+/* train/loss_step: the mean loss of the optimizer step's micro-batches. */
+static void log_step_loss(sc_trainer *t, double loss)
 {
-    sc_hook_context ctx = hook_context(t, "batch_end", SC_SPLIT_TRAIN);
-    ctx.batch = b->index;
-    ctx.batches = t->steps_per_epoch;
-    ctx.loss = loss;
+    t->step_loss_sum += loss;
+    if (t->state.next_batch % t->cfg.accumulate != 0) /* inside an optimizer step */
+        return;
+    sc_tb_log_step(t->log.tb, t->state.step, t->step_loss_sum / t->cfg.accumulate, t->lr);
+    t->step_loss_sum = 0;
+}
+
+static sc_status after_batch(sc_trainer *t, const sc_batch *b, double loss, double t0,
+                             double seconds_before, double wait)
+{
+    log_step_loss(t, loss);
+    sc_hook_context ctx =
+        batch_context(t, "batch_end", SC_SPLIT_TRAIN, b->index, t->steps_per_epoch, loss);
     ctx.metrics = t->train_sums;
     SC_TRY(run_hooks(t, &ctx));
-    double elapsed = seconds_before + sc_now() - t0;
-    double rate = elapsed > 0 ? (double)t->state.samples / elapsed : 0;
-    double eta = rate > 0 ? (double)(t->steps_per_epoch - t->state.next_batch) *
-                                (double)t->cfg.batch_size / rate
-                          : 0;
-    sc_run_log_progress(&t->log, "train", t->state.epoch, t->cfg.epochs, t->state.next_batch,
-                        t->steps_per_epoch, t->state.loss_sum / (double)t->state.samples,
-                        rate, eta);
+    sc_progress progress = {
+        .phase = "train", .epoch = t->state.epoch,
+        .batch = t->state.next_batch, .batches = t->steps_per_epoch,
+        .samples = t->state.samples, .loss = t->state.loss_sum / (double)t->state.samples,
+        .seconds = seconds_before + sc_now() - t0, .data_wait_s = wait,
+    };
+    sc_run_log_progress(&t->log, &progress);
+    if (t->state.next_batch % t->cfg.accumulate != 0) /* inside an optimizer step */
+        return SC_OK;
     if (t->cfg.checkpoint_every > 0 && t->state.step % t->cfg.checkpoint_every == 0 &&
         t->state.next_batch < t->steps_per_epoch)
         SC_TRY(save_checkpoint(t, false));
-    if (sc_trainer_stop_signal)
-        t->interrupted = true;
-    return SC_OK;
+    return serve_requests(t);
 }
 
 static sc_status train_batches(sc_trainer *t, double *wait)
@@ -156,19 +298,26 @@ static sc_status train_batches(sc_trainer *t, double *wait)
     sc_loader *loader = t->loaders[SC_SPLIT_TRAIN];
     double t0 = sc_now(), seconds_before = t->state.train_seconds;
     SC_TRY(sc_loader_start_epoch(loader, t->state.epoch, t->state.next_batch));
-    while (t->state.next_batch < t->steps_per_epoch && !t->stop && !t->interrupted) {
+    while (t->state.next_batch < t->steps_per_epoch) {
+        /* Ranks leave together, on stop requests all of them agree on. */
+        if (t->state.next_batch % t->cfg.accumulate == 0)
+            SC_TRY(sc_dist_step_begin(t->dist, &t->stop, &t->interrupted));
+        if (t->stop || t->interrupted)
+            break;
         sc_batch *b;
         double w0 = sc_now();
         SC_TRY(sc_loader_next(loader, &b));
         *wait += sc_now() - w0;
         if (!b)
             break;
-        SC_TRY(run_point(t, "batch_begin", SC_SPLIT_TRAIN));
+        sc_hook_context at = batch_context(t, "batch_begin", SC_SPLIT_TRAIN, b->index,
+                                           t->steps_per_epoch, 0);
+        SC_TRY(run_hooks(t, &at));
         double loss;
         sc_status st = train_step(t, b, &loss);
         sc_ctx_reset(t->s.ctx);
         if (st == SC_OK)
-            st = after_batch(t, b, loss, t0, seconds_before);
+            st = after_batch(t, b, loss, t0, seconds_before, *wait);
         sc_loader_release(loader, b);
         SC_TRY(st);
     }
@@ -190,6 +339,8 @@ static sc_status log_phase(sc_trainer *t, const char *phase, double loss_sum,
         .samples = samples,
         .seconds = seconds,
         .data_wait_s = wait,
+        .comm_s = sc_dist_take_comm_s(t->dist),
+        .arena_peak = sc_ctx_arena_peak(t->s.ctx),
         .lr = t->lr,
     };
     return sc_run_log_phase(&t->log, &r, final);
@@ -221,9 +372,12 @@ static sc_status train_phase(sc_trainer *t)
     double wait = 0;
     sc_status st = train_batches(t, &wait);
     sc_loader_stop_epoch(t->loaders[SC_SPLIT_TRAIN]);
+    if (st != SC_OK)
+        sc_run_log_end_line(&t->log);
     SC_TRY(st);
     if (t->state.next_batch < t->steps_per_epoch)
         return SC_OK;
+    SC_TRY(sc_dist_sum_all(t->dist, &t->state.loss_sum, &t->state.samples, t->train_sums));
     double loss = t->state.samples ? t->state.loss_sum / (double)t->state.samples : 0;
     SC_TRY(log_phase(t, "train", t->state.loss_sum, t->state.samples, t->train_sums,
                      t->state.train_seconds, wait, false));
@@ -240,6 +394,24 @@ static int64_t max_batches(const sc_trainer *t, sc_split split)
                                      : t->cfg.max_train_iterations;
 }
 
+/* What an eval pass's batch_end hooks see. */
+typedef struct eval_pass {
+    sc_trainer *t;
+    sc_split split;
+    int64_t batches;
+    const sc_eval_sums *sums;
+} eval_pass;
+
+/* batch_end of a valid or test batch: the running loss and metrics. */
+static sc_status eval_batch_end(void *user, const sc_batch *b, const sc_tensor_list *outputs)
+{
+    const eval_pass *p = user;
+    sc_hook_context ctx = batch_context(p->t, "batch_end", p->split, b->index, p->batches,
+                                        p->sums->loss_sum / (double)p->sums->samples);
+    ctx.metrics = p->t->eval_sums;
+    return run_hooks(p->t, &ctx);
+}
+
 /* Evaluates `split` through `loader`; the metrics stay in t->eval_sums. */
 static sc_status eval_phase(sc_trainer *t, sc_split split, sc_loader *loader,
                             const char *name, bool final)
@@ -247,9 +419,13 @@ static sc_status eval_phase(sc_trainer *t, sc_split split, sc_loader *loader,
     sc_metrics_reset(t->eval_sums);
     SC_TRY(run_point(t, "phase_begin", split));
     sc_eval_sums sums = {0};
+    int64_t batches = sc_loader_batches(loader), most = max_batches(t, split);
+    eval_pass pass = {t, split, most > 0 && most < batches ? most : batches, &sums};
     double t0 = sc_now();
-    SC_TRY(sc_evaluate(&t->s, loader, name, t->state.epoch, max_batches(t, split),
-                       t->eval_sums, &sums, NULL, NULL));
+    SC_TRY(sc_dist_sync_buffers(t->dist));
+    SC_TRY(sc_evaluate(&t->s, loader, name, t->state.epoch, most, t->eval_sums, &sums,
+                       eval_batch_end, &pass, &t->log));
+    SC_TRY(sc_dist_sum_all(t->dist, &sums.loss_sum, &sums.samples, t->eval_sums));
     double seconds = sc_now() - t0;
     SC_TRY(log_phase(t, name, sums.loss_sum, sums.samples, t->eval_sums, seconds,
                      sums.data_wait_s, final));
@@ -305,13 +481,121 @@ static sc_status run_epoch(sc_trainer *t)
         return save_checkpoint(t, false);
     if (t->train_eval)
         SC_TRY(eval_phase(t, SC_SPLIT_TRAIN, t->train_eval, "train_eval", false));
-    bool has_valid = sc_loader_samples(t->loaders[SC_SPLIT_VALID]) > 0;
+    bool has_valid = sc_session_split_len(&t->s, SC_SPLIT_VALID) > 0;
     if (has_valid)
         SC_TRY(eval_phase(t, SC_SPLIT_VALID, t->loaders[SC_SPLIT_VALID], "valid", false));
-    SC_TRY(end_epoch(t, has_valid ? t->eval_sums : t->train_sums));
-    SC_TRY(run_point(t, "epoch_end", SC_SPLIT_VALID));
+    const sc_metrics *monitored = has_valid ? t->eval_sums : t->train_sums;
+    SC_TRY(end_epoch(t, monitored));
+    sc_hook_context ctx = hook_context(t, "epoch_end", SC_SPLIT_VALID);
+    ctx.metrics = monitored;
+    SC_TRY(run_hooks(t, &ctx));
     t->state.epoch++;
     return SC_OK;
+}
+
+/* ---- steering: requests served at batch boundaries (steer.h) ---- */
+
+/* An extra valid or test pass (a hook's request_eval, scorch-ctl validate
+ * or test), logged as "valid_extra" or "test_extra"; its metrics into text. */
+static sc_status extra_pass(sc_trainer *t, sc_split split, char *text, size_t size)
+{
+    sc_loader *loader = t->loaders[split];
+    const char *name = split == SC_SPLIT_VALID ? "valid_extra" : "test_extra";
+    if (sc_session_split_len(&t->s, split) == 0) {
+        snprintf(text, size, "the %s split is empty: no pass", sc_split_name(split));
+        return SC_OK;
+    }
+    t->extra_pass = true;
+    sc_status st = eval_phase(t, split, loader, name, false);
+    t->extra_pass = false;
+    SC_TRY(st);
+    int n = snprintf(text, size, "%s at epoch %d, step %lld:", name, t->state.epoch,
+                     (long long)t->state.step);
+    for (int i = 0; i < sc_metrics_count(t->eval_sums) && n > 0 && (size_t)n < size; i++)
+        n += snprintf(text + n, size - (size_t)n, " %s %.6g", sc_metrics_name(t->eval_sums, i),
+                      sc_metrics_value(t->eval_sums, i));
+    return SC_OK;
+}
+
+/* Serves r and answers it; an error is the run's (a checkpoint that could
+ * not be written), which stops it. */
+static sc_status serve_request(sc_trainer *t, sc_request *r)
+{
+    char text[1024] = "";
+    sc_status st = SC_OK;
+    switch (r->kind) {
+    case SC_REQUEST_SAVE:
+        st = save_checkpoint(t, false);
+        snprintf(text, sizeof text, "checkpoint written at epoch %d, step %lld",
+                 t->state.epoch, (long long)t->state.step);
+        break;
+    case SC_REQUEST_VALIDATE:
+    case SC_REQUEST_TEST:
+        st = extra_pass(t, r->kind == SC_REQUEST_TEST ? SC_SPLIT_TEST : SC_SPLIT_VALID, text,
+                        sizeof text);
+        break;
+    case SC_REQUEST_SET_LR:
+        if (!lr_in_range(r->lr)) {
+            sc_control_reply(r, false, "lr %g is out of range (0 < lr < 1e6)", r->lr);
+            return SC_OK;
+        }
+        t->state.base_lr = r->lr;
+        snprintf(text, sizeof text, "base lr %g from step %lld", r->lr,
+                 (long long)t->state.step + 1);
+        break;
+    case SC_REQUEST_STOP:
+        t->interrupted = true;
+        break;
+    default: /* pause and resume are steer.c's */
+        break;
+    }
+    sc_steer_done(&t->steer, r, st, text);
+    return st;
+}
+
+/* Every rank serves the same requests: what hooks or signals raised on
+ * any rank (live control is off under mpirun; see open_control). */
+static sc_status agree_on_requests(sc_trainer *t)
+{
+    if (sc_dist_world(t->dist) == 1)
+        return SC_OK;
+    if (sc_trainer_save_signal) {
+        sc_trainer_save_signal = 0;
+        sc_steer_raise(&t->steer, SC_REQUEST_SAVE);
+    }
+    return sc_dist_agree_bits(t->dist, &t->steer.raised);
+}
+
+/* At a batch boundary (after a train batch, and between epochs). */
+static sc_status serve_requests(sc_trainer *t)
+{
+    SC_TRY(agree_on_requests(t));
+    sc_request r;
+    while (sc_steer_next(&t->steer, &r))
+        SC_TRY(serve_request(t, &r));
+    if (sc_trainer_stop_signal)
+        t->interrupted = true;
+    return SC_OK;
+}
+
+/* Between epochs `status` shows the position the next epoch starts from. */
+static sc_status serve_between_epochs(sc_trainer *t)
+{
+    sc_hook_context at = hook_context(t, "epoch_begin", SC_SPLIT_TRAIN);
+    at.batches = t->steps_per_epoch;
+    sc_steer_publish(&t->steer, &at);
+    return serve_requests(t);
+}
+
+/* The final summary's last line. */
+static void report_best(sc_trainer *t)
+{
+    if (t->state.has_best)
+        sc_run_log_final(&t->log, "best %s %.4f at epoch %d; run directory %s",
+                         t->s.main_metric, t->state.best_metric, t->state.best_epoch,
+                         t->rd.root);
+    else
+        sc_run_log_final(&t->log, "no epoch finished; run directory %s", t->rd.root);
 }
 
 bool sc_trainer_last_checkpoint(const sc_trainer *t, char *path, size_t size)
@@ -323,25 +607,42 @@ bool sc_trainer_last_checkpoint(const sc_trainer *t, char *path, size_t size)
     return f != NULL;
 }
 
-sc_status sc_trainer_run(sc_trainer *t, bool *interrupted)
+static sc_status run(sc_trainer *t, bool *interrupted)
 {
-    sc_status st = run_point(t, "train_begin", SC_SPLIT_TRAIN);
-    while (st == SC_OK && t->state.epoch <= t->cfg.epochs && !t->stop && !t->interrupted)
+    sc_status st = t->cfg.resume ? load_hook_state(t) : SC_OK;
+    if (st == SC_OK)
+        st = run_point(t, "train_begin", SC_SPLIT_TRAIN);
+    while (st == SC_OK && (st = sc_dist_agree(t->dist, &t->stop, &t->interrupted)) == SC_OK &&
+           t->state.epoch <= t->cfg.epochs && !t->stop && !t->interrupted) {
         st = run_epoch(t);
+        if (st == SC_OK)
+            st = serve_between_epochs(t);
+    }
     if (st != SC_OK)
         return st;
-    *interrupted = t->interrupted;
+    *interrupted = t->interrupted && sc_trainer_stop_signal; /* not scorch-ctl's stop */
     if (t->interrupted) {
-        sc_run_log_info(&t->log, "stopped by a signal at epoch %d, step %lld, after "
-                        "writing a checkpoint; continue with --resume",
-                        t->state.epoch, (long long)t->state.step);
+        char outcome[256];
+        snprintf(outcome, sizeof outcome, "stopped by %s at epoch %d, step %lld, after "
+                 "writing a checkpoint; continue with --resume",
+                 sc_trainer_stop_signal ? "a signal" : "scorch-ctl", t->state.epoch,
+                 (long long)t->state.step);
+        sc_run_log_final(&t->log, "%s", outcome);
+        sc_steer_close(&t->steer, true, outcome);
         return SC_OK;
     }
     if (t->state.epoch > 1) /* report the epoch the model finished */
         t->state.epoch--;
-    if (sc_loader_samples(t->loaders[SC_SPLIT_TEST]) > 0)
+    if (sc_session_split_len(&t->s, SC_SPLIT_TEST) > 0)
         SC_TRY(eval_phase(t, SC_SPLIT_TEST, t->loaders[SC_SPLIT_TEST], "test", true));
+    report_best(t);
     return run_point(t, "train_end", SC_SPLIT_TEST);
+}
+
+sc_status sc_trainer_run(sc_trainer *t, bool *interrupted)
+{
+    /* A rank that failed meets the others at their next check (dist.h). */
+    return sc_dist_check(t->dist, run(t, interrupted));
 }
 
 /* ---- set-up ---- */
@@ -372,8 +673,8 @@ static sc_status make_loader(sc_trainer *t, sc_split split, bool shuffle, sc_loa
         .seed = t->cfg.seed,
         .shuffle = shuffle,
         .drop_last = shuffle,
-        .rank = 0,
-        .world = 1,
+        .rank = sc_dist_rank(t->dist),
+        .world = sc_dist_world(t->dist),
     };
     return sc_loader_new(t->s.data.api, t->s.splits[split], split, &lc, out);
 }
@@ -388,6 +689,7 @@ static sc_status make_loaders(sc_trainer *t)
     t->steps_per_epoch = sc_loader_batches(t->loaders[SC_SPLIT_TRAIN]);
     if (t->cfg.max_train_iterations > 0 && t->cfg.max_train_iterations < t->steps_per_epoch)
         t->steps_per_epoch = t->cfg.max_train_iterations;
+    t->steps_per_epoch -= t->steps_per_epoch % t->cfg.accumulate; /* whole optimizer steps */
     if (t->steps_per_epoch == 0)
         return sc_error_set(SC_ERR_INVALID,
                             "the train split has %lld samples, fewer than one batch of %lld",
@@ -410,11 +712,12 @@ static sc_status init_state(sc_trainer *t)
     sc.mode = t->s.main_metric_mode;
     memset(&t->state, 0, sizeof t->state);
     t->state.epoch = 1;
+    t->state.world = sc_dist_world(t->dist);
     t->state.seed = t->cfg.seed;
-    t->state.base_lr = t->cfg.lr;
-    t->lr = t->cfg.lr;
-    return sc_schedule_init(&t->state.schedule, &sc, t->steps_per_epoch,
-                            t->steps_per_epoch * t->cfg.epochs);
+    t->state.base_lr = t->cfg.lr * (t->cfg.scale_lr ? t->state.world : 1);
+    t->lr = t->state.base_lr;
+    int64_t steps = t->steps_per_epoch / t->cfg.accumulate; /* optimizer steps */
+    return sc_schedule_init(&t->state.schedule, &sc, steps, steps * t->cfg.epochs);
 }
 
 static sc_status read_file(const char *path, char **text)
@@ -461,7 +764,24 @@ static sc_status open_log(sc_trainer *t)
 {
     char path[SC_PATH_MAX];
     sc_run_dir_file(&t->rd, "metrics.jsonl", path, sizeof path);
-    return sc_run_log_open(&t->log, path, t->cfg.quiet);
+    bool root = sc_dist_is_root(t->dist); /* rank 0 alone writes */
+    SC_TRY(sc_run_log_open(&t->log, root ? path : NULL, t->cfg.quiet || !root, t->cfg.epochs));
+    /* mpirun gives ranks a pty even when the job's output goes to a file */
+    if (sc_dist_world(t->dist) > 1)
+        t->log.progress = false;
+    return SC_OK;
+}
+
+/* Only the process that writes metrics.jsonl writes TensorBoard events. */
+static sc_status open_tensorboard(sc_trainer *t)
+{
+    if (!t->cfg.tensorboard || !t->log.jsonl)
+        return SC_OK;
+    char dir[SC_PATH_MAX];
+    sc_run_dir_file(&t->rd, "tensorboard", dir, sizeof dir);
+    sc_status st = sc_tb_open(dir, t->state.step + 1, &t->log.tb);
+    return st == SC_OK ? SC_OK
+                       : sc_error_wrap(st, "TensorBoard (--no-tensorboard turns it off)");
 }
 
 static void resume_path(const sc_trainer *t, char *path, size_t size)
@@ -478,7 +798,8 @@ static sc_status resume(sc_trainer *t)
     resume_path(t, path, sizeof path);
     sc_train_state saved = t->state; /* keeps the schedule's configuration */
     SC_TRY(sc_checkpoint_load(path, t->s.params, t->opt, &saved, t->train_sums,
-                              t->s.model.api->name));
+                              t->s.model.api->name, &t->hook_blobs));
+    sc_dist_resume_position(t->dist, &saved, t->steps_per_epoch, path);
     if (saved.seed != t->cfg.seed)
         return sc_error_set(SC_ERR_INVALID,
                             "%s was trained with --seed %llu, not %llu: resuming with another "
@@ -490,7 +811,7 @@ static sc_status resume(sc_trainer *t)
                             "%s stopped at batch %lld of an epoch that now has %lld batches "
                             "(did --batch-size or --max-train-iterations change?)",
                             path, (long long)saved.next_batch, (long long)t->steps_per_epoch);
-    if (saved.base_lr != t->cfg.lr)
+    if (saved.base_lr != t->state.base_lr)
         fprintf(stderr, "scorch-train: note: continuing with the checkpoint's learning rate "
                         "%g, not --lr %g (a resumed run keeps its optimizer state)\n",
                 saved.base_lr, t->cfg.lr);
@@ -506,12 +827,15 @@ static void describe(sc_trainer *t)
                     s->model.api->name, s->model.lib.path,
                     (long long)sc_params_numel(s->params),
                     (long long)sc_params_trainable_numel(s->params));
+    if (!t->log.quiet && sc_model_summary_print(s, stdout) != SC_OK) /* rank 0 alone */
+        sc_run_log_info(&t->log, "warning: no model summary: %s", sc_error_message());
     sc_run_log_info(&t->log, "dataset %s: %lld train, %lld valid, %lld test samples; "
                     "%lld steps per epoch; run directory %s",
                     s->data.api->name, (long long)sc_session_split_len(s, SC_SPLIT_TRAIN),
                     (long long)sc_session_split_len(s, SC_SPLIT_VALID),
                     (long long)sc_session_split_len(s, SC_SPLIT_TEST),
                     (long long)t->steps_per_epoch, t->rd.root);
+    sc_dist_describe(t->dist, &t->cfg, &t->log);
     resume_path(t, path, sizeof path);
     if (t->cfg.resume)
         sc_run_log_info(&t->log, "resumed from %s: epoch %d, batch %lld, step %lld", path,
@@ -519,21 +843,40 @@ static void describe(sc_trainer *t)
                         (long long)t->state.step);
 }
 
+/* Live control (scorch-ctl) through RUN_DIR/control.sock; the devices'
+ * locks learn the run directory. */
+static sc_status open_control(sc_trainer *t)
+{
+    sc_device_set_holder(&t->s.devices, t->rd.root);
+    if (sc_dist_world(t->dist) > 1) { /* it would steer rank 0 alone */
+        t->steer.save_signal_agreed = true; /* see agree_on_requests */
+        return SC_OK;
+    }
+    return sc_steer_listen(&t->steer, t->rd.root, t->s.funcs);
+}
+
 static sc_status setup(sc_trainer *t)
 {
-    sc_cpu_set_threads(t->cfg.threads);
+    SC_TRY(sc_dist_open(&t->cfg, &t->dist));
+    sc_cpu_set_threads(sc_dist_threads(t->dist, t->cfg.threads));
     SC_TRY(sc_session_open(&t->s, &t->cfg));
     if (!(t->train_sums = sc_metrics_new()) || !(t->eval_sums = sc_metrics_new()))
         return SC_ERR_NOMEM;
+    SC_TRY(sc_hook_grads_new(t->s.params, &t->grads, &t->n_grads));
     SC_TRY(make_optimizer(t));
     SC_TRY(make_loaders(t));
     SC_TRY(init_state(t));
-    SC_TRY(prepare_run_dir(t));
-    if (t->cfg.resume)
+    SC_TRY(sc_dist_verify(t->dist, &t->s, &t->cfg));
+    if (sc_dist_is_root(t->dist)) /* the others wait for it in sc_dist_start */
+        SC_TRY(prepare_run_dir(t));
+    if (t->cfg.resume && sc_dist_is_root(t->dist))
         SC_TRY(resume(t));
+    SC_TRY(sc_dist_start(t->dist, t->s.params, t->opt, &t->state));
+    SC_TRY(sc_dist_share_blobs(t->dist, &t->hook_blobs));
     SC_TRY(open_log(t));
+    SC_TRY(open_tensorboard(t));
     describe(t);
-    return SC_OK;
+    return open_control(t);
 }
 
 sc_status sc_trainer_new(const sc_config *cfg, sc_trainer **out)
@@ -543,7 +886,8 @@ sc_status sc_trainer_new(const sc_config *cfg, sc_trainer **out)
     if (!t)
         return sc_error_set(SC_ERR_NOMEM, "out of memory for the trainer");
     t->cfg = *cfg;
-    sc_status st = setup(t);
+    sc_steer_init(&t->steer);
+    sc_status st = sc_dist_check(t->dist, setup(t));
     if (st != SC_OK) {
         sc_trainer_free(t);
         return st;
@@ -556,6 +900,7 @@ void sc_trainer_free(sc_trainer *t)
 {
     if (!t)
         return;
+    sc_steer_close(&t->steer, false, ""); /* answers a pending stop with the error */
     sc_run_log_close(&t->log);
     for (int k = 0; k < SC_SPLIT_COUNT; k++)
         sc_loader_free(t->loaders[k]);
@@ -566,5 +911,8 @@ void sc_trainer_free(sc_trainer *t)
     if (t->s.params) /* opened */
         sc_session_close(&t->s);
     free(t->config_text);
+    sc_hook_blobs_clear(&t->hook_blobs);
+    free(t->grads);
+    sc_dist_close(t->dist);
     free(t);
 }

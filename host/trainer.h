@@ -20,6 +20,9 @@ typedef struct sc_trainer sc_trainer;
 /* Set by scorch-train's SIGINT/SIGTERM handler: the trainer stops after
  * the current batch and writes a checkpoint. */
 extern volatile sig_atomic_t sc_trainer_stop_signal;
+/* Set by scorch-train's SIGUSR1 handler: the trainer writes a checkpoint
+ * after the current batch and goes on. */
+extern volatile sig_atomic_t sc_trainer_save_signal;
 
 /* Sets everything up (and resumes when cfg->resume); errors name the part
  * that failed. */

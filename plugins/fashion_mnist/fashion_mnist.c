@@ -5,7 +5,12 @@
  * Splits: train = the first 60000 - valid_size images of the training
  * file, valid = its last valid_size, test = t10k.
  * Dataset args: valid_size (10000), normalize (true: (x/255 - mean) / std
- * with Fashion-MNIST's training mean and std; false: x/255).
+ * with Fashion-MNIST's training mean and std; false: x/255), and the train
+ * split's augmentation: crop_padding (0, off; at most 14: a random 28x28
+ * window of the image zero-padded by N pixels on each side) and hflip
+ * (false; a horizontal flip with probability 1/2). Augmentation draws from
+ * getitem's rng, the sample's stream for the epoch, so a run stays a
+ * function of its seed; valid and test are never augmented.
  * A sample: input f32 [1, 28, 28], target i64 [] (class 0..9).
  *
  * The index keeps the pixels as u8 (47 MB for the training file, rather
@@ -21,7 +26,7 @@
 
 #include "idx.h"
 
-enum { SIDE = 28, PIXELS = SIDE * SIDE, CLASSES = 10, PATH_BYTES = 4096 };
+enum { SIDE = 28, PIXELS = SIDE * SIDE, CLASSES = 10, PATH_BYTES = 4096, MAX_PAD = SIDE / 2 };
 
 static const char *const class_names[CLASSES] = {
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
@@ -43,29 +48,39 @@ typedef struct fm_dataset {
     const struct fm_index *index;
     const fm_file_pair *files;
     int64_t first, len;
+    bool augment; /* the train split */
 } fm_dataset;
+
+/* Dataset args. */
+typedef struct fm_options {
+    int64_t valid_size;
+    bool normalize;
+    int64_t crop_padding; /* 0..MAX_PAD */
+    bool hflip;
+} fm_options;
 
 typedef struct fm_index {
     fm_file_pair train_files, test_files;
     float pixel_value[256]; /* pixel byte -> input value */
+    fm_options options;
     fm_dataset splits[SC_SPLIT_COUNT];
 } fm_index;
 
-/* Dataset args. Issue 3's augmentation options (train only) join here. */
-typedef struct fm_options {
-    int64_t valid_size;
-    bool normalize;
-} fm_options;
-
 static sc_status parse_options(const sc_args *args, fm_options *o)
 {
-    static const char *const known[] = {"valid_size", "normalize", NULL};
+    static const char *const known[] = {"valid_size", "normalize", "crop_padding", "hflip",
+                                        NULL};
     SC_TRY(sc_args_check_known(args, known));
     SC_TRY(sc_args_int(args, "valid_size", 10000, &o->valid_size));
     SC_TRY(sc_args_bool(args, "normalize", true, &o->normalize));
+    SC_TRY(sc_args_int(args, "crop_padding", 0, &o->crop_padding));
+    SC_TRY(sc_args_bool(args, "hflip", false, &o->hflip));
     if (o->valid_size < 0)
         return sc_error_set(SC_ERR_INVALID, "dataset arg 'valid_size': %lld is negative",
                             (long long)o->valid_size);
+    if (o->crop_padding < 0 || o->crop_padding > MAX_PAD)
+        return sc_error_set(SC_ERR_INVALID, "dataset arg 'crop_padding': %lld is outside "
+                            "0..%d", (long long)o->crop_padding, MAX_PAD);
     return SC_OK;
 }
 
@@ -132,9 +147,10 @@ static sc_status make_splits(fm_index *ix, int64_t valid_size)
         return sc_error_set(SC_ERR_INVALID, "dataset arg 'valid_size': %lld leaves no "
                             "training images (the training file has %lld)",
                             (long long)valid_size, (long long)n);
-    ix->splits[SC_SPLIT_TRAIN] = (fm_dataset){ix, &ix->train_files, 0, n - valid_size};
-    ix->splits[SC_SPLIT_VALID] = (fm_dataset){ix, &ix->train_files, n - valid_size, valid_size};
-    ix->splits[SC_SPLIT_TEST] = (fm_dataset){ix, &ix->test_files, 0, ix->test_files.count};
+    ix->splits[SC_SPLIT_TRAIN] = (fm_dataset){ix, &ix->train_files, 0, n - valid_size, true};
+    ix->splits[SC_SPLIT_VALID] =
+        (fm_dataset){ix, &ix->train_files, n - valid_size, valid_size, false};
+    ix->splits[SC_SPLIT_TEST] = (fm_dataset){ix, &ix->test_files, 0, ix->test_files.count, false};
     return SC_OK;
 }
 
@@ -157,6 +173,7 @@ static sc_status fm_index_open(const char *path, const sc_args *args, void **ind
     fm_index *ix = calloc(1, sizeof *ix);
     if (!ix)
         return sc_error_set(SC_ERR_NOMEM, "out of memory for the Fashion-MNIST index");
+    ix->options = o;
     sc_status st = read_file_pair(&ix->train_files, path, "train");
     if (st == SC_OK)
         st = read_file_pair(&ix->test_files, path, "t10k");
@@ -200,7 +217,43 @@ static void fm_dataset_spec(void *dataset, sc_sample_spec *spec)
     };
 }
 
-/* rng is unused until the train split gains augmentation (issue 3). */
+/* Where output pixel (r, c) reads from: image pixel (r + dy, c' + dx),
+ * with c' = 27 - c when flipped, else c. */
+typedef struct fm_view {
+    int dy, dx;
+    bool flip;
+} fm_view;
+
+/* A random crop of the image padded by p is a shift by -p..p; the flip
+ * comes after the crop, as in torchvision's RandomCrop then
+ * RandomHorizontalFlip. Draws nothing when augmentation is off. */
+static fm_view draw_view(const fm_options *o, sc_rng *rng)
+{
+    fm_view v = {0, 0, false};
+    int pad = (int)o->crop_padding;
+    if (pad > 0) {
+        v.dy = (int)sc_rng_below(rng, (uint64_t)(2 * pad + 1)) - pad;
+        v.dx = (int)sc_rng_below(rng, (uint64_t)(2 * pad + 1)) - pad;
+    }
+    if (o->hflip)
+        v.flip = sc_rng_below(rng, 2) == 1;
+    return v;
+}
+
+/* Pixels outside the image are black (byte 0), the padding's colour
+ * before normalisation. */
+static void write_view(const fm_index *ix, const uint8_t *src, fm_view v, float *x)
+{
+    for (int r = 0; r < SIDE; r++) {
+        int from_r = r + v.dy;
+        for (int c = 0; c < SIDE; c++) {
+            int from_c = (v.flip ? SIDE - 1 - c : c) + v.dx;
+            bool inside = from_r >= 0 && from_r < SIDE && from_c >= 0 && from_c < SIDE;
+            x[r * SIDE + c] = ix->pixel_value[inside ? src[from_r * SIDE + from_c] : 0];
+        }
+    }
+}
+
 static sc_status fm_dataset_getitem(void *dataset, int64_t i, sc_rng *rng,
                                     sc_tensor_list *inputs, sc_tensor_list *targets)
 {
@@ -210,9 +263,8 @@ static sc_status fm_dataset_getitem(void *dataset, int64_t i, sc_rng *rng,
                             (long long)i, (long long)ds->len - 1);
     int64_t item = ds->first + i;
     const uint8_t *src = ds->files->pixels + item * PIXELS;
-    float *x = sc_tensor_f32(inputs->t[0]); /* [1, 28, 28] */
-    for (int p = 0; p < PIXELS; p++)
-        x[p] = ds->index->pixel_value[src[p]];
+    fm_view view = ds->augment ? draw_view(&ds->index->options, rng) : (fm_view){0, 0, false};
+    write_view(ds->index, src, view, sc_tensor_f32(inputs->t[0])); /* [1, 28, 28] */
     *(int64_t *)targets->t[0]->data = ds->files->labels[item]; /* [] */
     return SC_OK;
 }

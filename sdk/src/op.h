@@ -10,6 +10,7 @@
 #define SCORCH_OP_H
 
 #include "scorch/context.h"
+#include "scorch/ops.h"
 #include "scorch/tensor.h"
 
 /* X(ENUM_SUFFIX, name). sc_flatten is a reshape, not an op of its own. */
@@ -31,7 +32,14 @@
     X(MSE, mse)                                                                \
     X(SUM, sum)                                                                \
     X(MEAN, mean)                                                              \
-    X(RESHAPE, reshape)
+    X(RESHAPE, reshape)                                                        \
+    X(CONV2D, conv2d)                                                          \
+    X(MAX_POOL2D, max_pool2d)                                                  \
+    X(AVG_POOL2D, avg_pool2d)                                                  \
+    X(GLOBAL_AVG_POOL, global_avg_pool)                                        \
+    X(BATCH_NORM, batch_norm)                                                  \
+    X(LAYER_NORM, layer_norm)                                                  \
+    X(CONCAT, concat)
 
 typedef enum sc_op_id {
 #define SC_OP_ENUM(id, name) SC_OP_##id,
@@ -51,12 +59,42 @@ typedef struct sc_reshape_params {
     int ndim;
     int64_t shape[SC_MAX_DIMS];
 } sc_reshape_params;
+/* Convolution and pooling keep the public option structs, with every
+ * default resolved (stride >= 1, dilation >= 1, groups >= 1). */
+typedef sc_conv2d_opts sc_conv2d_params;
+typedef sc_pool2d_opts sc_pool2d_params;
+/* Output length of a sliding window over `in` padded by pad on both sides,
+ * kernel taps dilation apart, moved by stride; 0 when the window is larger
+ * than the padded input. */
+static inline int64_t sc_window_out(int64_t in, int kernel, int stride, int pad,
+                                    int dilation)
+{
+    int64_t span = (int64_t)dilation * (kernel - 1) + 1, padded = in + 2 * (int64_t)pad;
+    return padded < span ? 0 : (padded - span) / stride + 1;
+}
+/* Inputs x, weight, bias, running_mean, running_var. training is the
+ * context's mode when forward ran: it picks batch or running statistics. */
+typedef struct sc_batch_norm_params {
+    float momentum, eps;
+    bool training;
+} sc_batch_norm_params;
+/* Inputs x, then weight if has_weight, then bias if has_bias. */
+typedef struct sc_layer_norm_params {
+    float eps;
+    bool has_weight, has_bias;
+} sc_layer_norm_params;
+typedef struct sc_concat_params { int axis; } sc_concat_params;
 
 typedef union sc_op_params {
     sc_scale_params scale;
     sc_dropout_params dropout;
     sc_cross_entropy_params cross_entropy;
     sc_reshape_params reshape;
+    sc_conv2d_params conv2d;
+    sc_pool2d_params pool2d;
+    sc_batch_norm_params batch_norm;
+    sc_layer_norm_params layer_norm;
+    sc_concat_params concat;
 } sc_op_params;
 
 /* One op application: what forward computed and what backward needs. */

@@ -94,7 +94,8 @@ Test(config, defaults_are_the_documented_ones)
     cr_expect_eq(c.workers, 2);
     cr_expect_eq(c.prefetch, 4);
     cr_expect_eq(c.threads, 0);
-    cr_expect_str_eq(c.device, "cpu");
+    cr_expect_str_eq(c.device, ""); /* the model's preference, else cpu */
+    cr_expect_eq(c.hooks.n, 0);
     cr_expect_str_eq(c.run_dir, "");
     cr_expect_not(c.resume);
     cr_expect_str_eq(c.resume_path, "");
@@ -136,6 +137,31 @@ Test(config, the_last_repeat_wins)
     sc_config c;
     cr_assert_eq(TRAIN(&c, "--epochs", "3", "--epochs=4"), SC_OK);
     cr_expect_eq(c.epochs, 4);
+}
+
+Test(config, hooks_repeat_and_each_source_replaces_the_list)
+{
+    sc_config c;
+    cr_assert_eq(TRAIN(&c, "--hooks", "a.so", "--hooks=b.so"), SC_OK, "%s", sc_error_message());
+    cr_assert_eq(c.hooks.n, 2);
+    cr_expect_str_eq(c.hooks.path[0], "a.so");
+    cr_expect_str_eq(c.hooks.path[1], "b.so");
+
+    char path[64];
+    write_file(path, "[train]\nhooks = x.so\nhooks = y.so\nhooks = z.so\n");
+    cr_assert_eq(TRAIN(&c, "--config", path), SC_OK, "%s", sc_error_message());
+    cr_assert_eq(c.hooks.n, 3, "INI lines append");
+    cr_expect_str_eq(c.hooks.path[2], "z.so");
+    cr_assert_eq(TRAIN(&c, "--config", path, "--hooks", "cli.so"), SC_OK);
+    cr_assert_eq(c.hooks.n, 1, "the command line replaces the INI file's list");
+    cr_expect_str_eq(c.hooks.path[0], "cli.so");
+    unlink(path);
+
+    char *nine[20] = {0};
+    for (int i = 0; i < 18; i += 2)
+        nine[i] = "--hooks", nine[i + 1] = "h.so";
+    cr_assert_eq(train(&c, nine), SC_ERR_INVALID);
+    assert_message_has("--hooks: 'h.so' is one more than the 8 --hooks allowed");
 }
 
 Test(config, resume_takes_an_optional_path)
@@ -223,11 +249,18 @@ Test(config, bad_values_name_option_and_value)
 
 Test(config, devices_are_accepted_by_syntax)
 {
-    const char *ok[] = {"cpu", "cuda", "cuda:0", "cuda:12"};
+    const char *ok[] = {"cpu",  "cuda",     "cuda:0",  "cuda:12", "cuda:0,2",
+                        "auto", "parallel", "distributed_dataparallel"};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         sc_config c;
         cr_assert_eq(TRAIN(&c, "--device", (char *)ok[i]), SC_OK, "%s", sc_error_message());
         cr_expect_str_eq(c.device, ok[i]);
+    }
+    const char *bad[] = {"gpu", "cuda:", "cuda:x", "cuda:0,0", "cuda:1,", "CPU"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sc_config c;
+        cr_expect_eq(TRAIN(&c, "--device", (char *)bad[i]), SC_ERR_INVALID, "%s", bad[i]);
+        assert_message_has("--device: '");
     }
 }
 
@@ -276,11 +309,11 @@ Test(config, help_lists_options_with_defaults)
         "--dataset-args K=V,...", "--config FILE", "--epochs N", "(default: 10)",
         "--batch-size N", "(default: 128)", "--optimizer sgd|adam|adamw", "(default: adam)",
         "--lr X", "(default: 1e-3)", "--weight-decay X", "--momentum X", "--lr-schedule",
-        "--seed N", "(default: 42)", "--workers N", "--device cpu|cuda[:N]", "--run-dir DIR",
+        "--seed N", "(default: 42)", "--workers N", "--device DEVICE", "--run-dir DIR",
         "(default: runs/<model>-<timestamp>)", "--resume [PATH]", "--checkpoint-every N",
         "--keep-last N", "--max-train-iterations N", "--max-valid-iterations N",
         "--max-test-iterations N", "--validate-on-train", "--quiet", "--help", "--version",
-        "Optimizer:", "[train]",
+        "Optimizer:", "[train]", "--hooks PATH", "(default: the model's",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_expect(strstr(train_help, want[i]), "train help lacks '%s'", want[i]);
@@ -429,7 +462,8 @@ Test(config, written_config_loads_back_identically)
     cr_assert_eq(TRAIN(&c, "--model-args", "hidden=256:128,dropout=0.1", "--dataset-path",
                        "/data/fashion mnist", "--dataset-args=valid_size=5000", "--hooks",
                        "h.so", "--epochs", "7", "--batch-size", "100000000000", "--optimizer",
-                       "sgd", "--lr", "0.1", "--weight-decay", "3e-4", "--momentum", "0.95",
+                       "sgd", "--hooks", "h2.so", "--lr", "0.1", "--weight-decay", "3e-4",
+                       "--momentum", "0.95",
                        "--nesterov", "--beta1", "0.85", "--beta2", "0.9999", "--eps", "1e-7",
                        "--lr-schedule", "step", "--warmup-steps", "100", "--lr-step-epochs", "2",
                        "--lr-gamma", "0.3333333333333333", "--lr-min", "1e-6", "--lr-patience",

@@ -58,7 +58,7 @@ static sc_hook_set *new_set(void)
     return set;
 }
 
-static sc_status run(const sc_hook_set *set, const char *point)
+static sc_status run(sc_hook_set *set, const char *point)
 {
     sc_hook_context ctx = {.point = point, .epoch = 1, .step = 7, .lr = 0.1};
     sc_hook_actions actions = {0};
@@ -112,12 +112,14 @@ Test(hook_set, runs_only_the_hooks_of_the_point)
 
 Test(hook_set, every_point_is_known)
 {
-    const char *want[] = {"train_begin", "train_end", "epoch_begin", "epoch_end",
-                          "phase_begin", "phase_end", "batch_begin", "batch_end"};
+    const char *want[] = {"train_begin",    "train_end",       "epoch_begin",
+                          "epoch_end",      "phase_begin",     "phase_end",
+                          "batch_begin",    "batch_end",       "after_backward",
+                          "checkpoint_save", "checkpoint_load"};
     int n = 0;
     while (sc_hook_points[n])
         n++;
-    cr_assert_eq(n, 8);
+    cr_assert_eq(n, 11);
     sc_hook_set *set = new_set();
     for (int i = 0; i < n; i++) {
         cr_expect_str_eq(sc_hook_points[i], want[i]);
@@ -205,6 +207,7 @@ Test(hook_set, table_headers_are_checked)
 {
     sc_hook_table t = TABLE({"epoch_end", "h", hook_a1, 0});
     t.abi.major = 2;
+    t.abi.minor = 0;
     assert_table_refused(t, "hook table built for plugin ABI 2.0");
     t = TABLE({"epoch_end", "h", hook_a1, 0});
     t.abi.magic = 0;
@@ -237,6 +240,83 @@ Test(hook_set, an_empty_table_is_fine)
     cr_expect_eq(sc_hook_set_add(set, &t, "t.so"), SC_OK);
     cr_expect_eq(sc_hook_set_count(set), 0);
     sc_hook_set_free(set);
+}
+
+Test(hook_set, overlong_names_are_refused)
+{
+    char name[SC_HOOK_NAME_MAX + 2];
+    memset(name, 'h', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    assert_table_refused(TABLE({"epoch_end", name, hook_a1, 0}), "longer than 128 characters");
+}
+
+/* ---- each hook's own context, the blobs, the running hook ---- */
+
+static sc_hook_set *blob_set;
+static char seen[256];
+
+/* Records "<its name>:<its blob or '-'>:<running hook's name>". */
+static sc_status hook_record_own(const sc_hook_context *ctx, const sc_hook_actions *a)
+{
+    size_t used = strlen(seen);
+    const sc_hook *running = sc_hook_set_running(blob_set);
+    snprintf(seen + used, sizeof seen - used, "%s%s:%.*s:%s", used ? "," : "", ctx->hook,
+             ctx->blob ? (int)ctx->blob_size : 1, ctx->blob ? (const char *)ctx->blob : "-",
+             running ? running->name : "none");
+    return SC_OK;
+}
+
+Test(hook_set, each_hook_sees_its_name_and_its_own_blob)
+{
+    blob_set = new_set();
+    sc_hook_table t = TABLE({"checkpoint_load", "first", hook_record_own, 0},
+                            {"checkpoint_load", "second", hook_record_own, 1},
+                            {"epoch_end", "third", hook_record_own, 0});
+    cr_assert_eq(sc_hook_set_add(blob_set, &t, "t.so"), SC_OK, "%s", sc_error_message());
+    sc_hook_blobs blobs = {0};
+    cr_assert_eq(sc_hook_blobs_put(&blobs, "second", "old", 3), SC_OK);
+    cr_assert_eq(sc_hook_blobs_put(&blobs, "second", "two", 3), SC_OK); /* replaces */
+    cr_assert_eq(sc_hook_blobs_put(&blobs, "gone", "x", 1), SC_OK);    /* no such hook */
+    cr_expect_eq(blobs.n, 2);
+    sc_hook_context ctx = {.point = "checkpoint_load"};
+    sc_hook_actions actions = {0};
+    seen[0] = '\0';
+    cr_assert_eq(sc_hook_set_run_load(blob_set, &ctx, &actions, &blobs), SC_OK);
+    cr_expect_str_eq(seen, "first:-:first,second:two:second");
+    cr_expect_null(sc_hook_set_running(blob_set), "a hook still counts as running");
+    seen[0] = '\0';
+    ctx.point = "epoch_end";
+    cr_assert_eq(sc_hook_set_run(blob_set, "epoch_end", &ctx, &actions), SC_OK);
+    cr_expect_str_eq(seen, "third:-:third", "a plain run carries no blob");
+    sc_hook_blobs_clear(&blobs);
+    cr_expect_eq(blobs.n, 0);
+    cr_expect_null(blobs.items);
+    sc_hook_set_free(blob_set);
+}
+
+Test(hook_set, gradient_views_cover_the_trainable_parameters)
+{
+    sc_params *ps = sc_params_new();
+    cr_assert_not_null(ps);
+    int64_t w_shape[] = {3, 2}, b_shape[] = {3};
+    sc_tensor *w = sc_params_add(ps, "w", 2, w_shape);
+    sc_tensor *frozen = sc_params_add(ps, "frozen", 1, b_shape);
+    sc_tensor *b = sc_params_add(ps, "b", 1, b_shape);
+    cr_assert(w && frozen && b);
+    sc_params_set_trainable(frozen, false);
+    sc_params_grads(ps)[sc_params_offset(ps, 2)] = 7.0f; /* b's first gradient */
+    sc_hook_grad *grads;
+    int n;
+    cr_assert_eq(sc_hook_grads_new(ps, &grads, &n), SC_OK);
+    cr_assert_eq(n, 2);
+    cr_expect_str_eq(grads[0].name, "w");
+    cr_expect_eq(grads[0].numel, 6);
+    cr_expect_eq(grads[0].ndim, 2);
+    cr_expect_eq(grads[0].shape[1], 2);
+    cr_expect_str_eq(grads[1].name, "b");
+    cr_expect_eq(grads[1].grad[0], 7.0f);
+    free(grads);
+    sc_params_free(ps);
 }
 
 /* ---- the fixtures, through the loader ---- */

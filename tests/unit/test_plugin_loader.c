@@ -70,13 +70,40 @@ Test(plugin_loader, refuses_a_missing_required_function)
 
 Test(plugin_loader, refuses_another_abi_major)
 {
-    assert_model_refused("abi_major2", SC_ERR_PLUGIN, "built for plugin ABI 2.0",
-                         "this scorch speaks 1.0");
+    char built[64], speaks[64];
+    snprintf(built, sizeof built, "built for plugin ABI 2.%d", SC_ABI_MINOR);
+    snprintf(speaks, sizeof speaks, "this scorch speaks 1.%d", SC_ABI_MINOR);
+    assert_model_refused("abi_major2", SC_ERR_PLUGIN, built, speaks);
 }
 
 Test(plugin_loader, refuses_a_newer_abi_minor)
 {
-    assert_model_refused("abi_minor_newer", SC_ERR_PLUGIN, "built for plugin ABI 1.1", NULL);
+    char built[64];
+    snprintf(built, sizeof built, "built for plugin ABI 1.%d", SC_ABI_MINOR + 1);
+    assert_model_refused("abi_minor_newer", SC_ERR_PLUGIN, built, NULL);
+}
+
+Test(plugin_loader, reads_preferred_device_only_from_structs_that_hold_it)
+{
+    sc_model_lib m;
+    cr_assert_eq(sc_model_lib_open(fixture("model_prefers_auto"), &m), SC_OK, "%s",
+                 sc_error_message());
+    cr_expect_str_eq(sc_model_preferred_device(&m), "auto");
+    sc_plugin_lib_close(&m.lib);
+    cr_assert_eq(sc_model_lib_open(fixture("good_model"), &m), SC_OK, "%s", sc_error_message());
+    cr_expect_null(sc_model_preferred_device(&m));
+    sc_plugin_lib_close(&m.lib);
+    /* Built for 1.0: its struct ends before preferred_device, whose bytes
+     * (here "auto") the loader must not read. */
+    cr_assert_eq(sc_model_lib_open(fixture("model_v1_0"), &m), SC_OK, "%s", sc_error_message());
+    cr_expect_null(sc_model_preferred_device(&m));
+    sc_plugin_lib_close(&m.lib);
+}
+
+Test(plugin_loader, refuses_a_preferred_device_it_cannot_read)
+{
+    assert_model_refused("model_prefers_gpu", SC_ERR_PLUGIN, "preferred_device: 'gpu' is not",
+                         "cuda:N");
 }
 
 Test(plugin_loader, refuses_a_bad_magic)
@@ -161,6 +188,16 @@ Test(plugin_loader, hooks_plugins_need_scorch_hooks)
     cr_assert_eq(sc_hooks_lib_open(fixture("good_model"), &h), SC_ERR_PLUGIN);
     assert_message_has("exports no scorch_hooks (it is a model plugin");
     cr_expect_null(h.handle);
+}
+
+Test(plugin_loader, a_hooks_plugin_may_offer_only_user_functions)
+{
+    sc_plugin_lib h;
+    cr_assert_eq(sc_hooks_lib_open(fixture("funcs_only"), &h), SC_OK, "%s", sc_error_message());
+    cr_expect_null(h.hooks);
+    cr_assert_not_null(h.user_funcs);
+    cr_expect_eq(h.user_funcs->n_funcs, 2);
+    sc_plugin_lib_close(&h);
 }
 
 Test(plugin_loader, a_bare_file_name_means_the_current_directory)

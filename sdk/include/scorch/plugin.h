@@ -40,7 +40,7 @@ extern "C" {
 #endif
 
 #define SC_ABI_MAJOR 1
-#define SC_ABI_MINOR 0
+#define SC_ABI_MINOR 1
 #define SC_ABI_MAGIC 0x5343524bu /* "SCRK" */
 
 #define SC_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -123,6 +123,10 @@ typedef struct sc_model_plugin {
     const char *(*socket_main_metric)(void *net, sc_metric_mode *mode);
     /* Optional (NULL: every parameter trains). False freezes a parameter. */
     bool (*socket_param_trains)(void *net, const char *param_name);
+
+    /* ABI 1.1. Optional (NULL: cpu): the device the network prefers, in
+     * --device's notation ("cuda", "auto", ...); --device overrides it. */
+    const char *preferred_device;
 } sc_model_plugin;
 
 typedef struct sc_dataset_plugin {

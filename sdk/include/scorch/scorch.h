@@ -19,5 +19,6 @@
 #include "scorch/status.h"
 #include "scorch/summary.h"
 #include "scorch/tensor.h"
+#include "scorch/user_funcs.h"
 
 #endif

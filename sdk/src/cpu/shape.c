@@ -1,5 +1,8 @@
-/* CPU kernels for reshape: the output is a view of the input's data, so
- * forward has nothing to compute and backward adds the gradient through. */
+/* CPU kernels for reshape and concat. reshape's output is a view of the
+ * input's data, so forward has nothing to compute and backward adds the
+ * gradient through. */
+#include <string.h>
+
 #include "cpu.h"
 
 static sc_status reshape_forward(sc_node *node) { return SC_OK; }
@@ -16,4 +19,71 @@ static sc_status reshape_backward(sc_node *node, const sc_tensor *gy, sc_tensor 
     return SC_OK;
 }
 
+/* concat along axis: the output is `outer` rows (the product of the
+ * dimensions before the axis), each the inputs' blocks side by side. */
+typedef struct concat_geom {
+    int n;
+    int64_t outer, row;           /* rows, and elements per output row */
+    int64_t block[SC_CONCAT_MAX]; /* input i's elements per row */
+    int64_t off[SC_CONCAT_MAX];   /* where input i's block starts in a row */
+} concat_geom;
+
+static concat_geom concat_geom_of(const sc_node *node)
+{
+    int axis = node->params.concat.axis;
+    const sc_tensor *out = node->out;
+    concat_geom g = {.n = node->n_inputs, .outer = 1, .row = 0};
+    int64_t inner = 1;
+    for (int d = 0; d < axis; d++)
+        g.outer *= out->shape[d];
+    for (int d = axis + 1; d < out->ndim; d++)
+        inner *= out->shape[d];
+    for (int i = 0; i < g.n; i++) {
+        g.off[i] = g.row;
+        g.block[i] = node->in[i]->shape[axis] * inner;
+        g.row += g.block[i];
+    }
+    return g;
+}
+
+/* Copies bytes, so any dtype concatenates; the pieces (a row of one input)
+ * run in parallel. */
+static sc_status concat_forward(sc_node *node)
+{
+    concat_geom g = concat_geom_of(node);
+    size_t es = sc_dtype_size(node->out->dtype);
+    char *y = node->out->data;
+    int64_t pieces = g.outer * g.n;
+#pragma omp parallel for schedule(static) if (node->out->numel > SC_CPU_PAR_MIN && pieces > 1)
+    for (int64_t p = 0; p < pieces; p++) {
+        int64_t o = p / g.n;
+        int i = (int)(p % g.n);
+        memcpy(y + (size_t)(o * g.row + g.off[i]) * es,
+               (const char *)node->in[i]->data + (size_t)(o * g.block[i]) * es,
+               (size_t)g.block[i] * es);
+    }
+    return SC_OK;
+}
+
+/* gin[i] [outer, block_i] += its blocks of gy [outer, row] */
+static sc_status concat_backward(sc_node *node, const sc_tensor *gy, sc_tensor *const *gin)
+{
+    concat_geom g = concat_geom_of(node);
+    const float *gyd = sc_tensor_f32(gy);
+    int64_t pieces = g.outer * g.n;
+#pragma omp parallel for schedule(static) if (gy->numel > SC_CPU_PAR_MIN && pieces > 1)
+    for (int64_t p = 0; p < pieces; p++) {
+        int64_t o = p / g.n;
+        int i = (int)(p % g.n);
+        if (!gin[i])
+            continue;
+        float *restrict gx = sc_tensor_f32(gin[i]) + o * g.block[i];
+        const float *restrict src = gyd + o * g.row + g.off[i];
+        for (int64_t k = 0; k < g.block[i]; k++)
+            gx[k] += src[k];
+    }
+    return SC_OK;
+}
+
 const sc_kernel sc_cpu_kernel_reshape = {reshape_forward, reshape_backward};
+const sc_kernel sc_cpu_kernel_concat = {concat_forward, concat_backward};

@@ -63,3 +63,46 @@ sc_tensor *sc_flatten(sc_ctx *ctx, sc_tensor *x)
         rest *= x->shape[d];
     return sc_reshape(ctx, x, 2, (int64_t[]){x->shape[0], rest});
 }
+
+/* Every input has the first input's dtype and rank, and its shape off the
+ * axis. */
+static sc_status infer_concat(const sc_node *node, sc_tensor *out)
+{
+    const sc_tensor *x0 = node->in[0];
+    int axis = node->params.concat.axis;
+    char s0[64], si[64];
+    sc_shape_str(x0->ndim, x0->shape, s0, sizeof s0);
+    if (axis < 0 || axis >= x0->ndim)
+        return sc_error_set(SC_ERR_INVALID, "concat: axis %d is outside input 0 %s", axis, s0);
+    int64_t shape[SC_MAX_DIMS];
+    memcpy(shape, x0->shape, sizeof shape);
+    shape[axis] = 0;
+    for (int i = 0; i < node->n_inputs; i++) {
+        const sc_tensor *x = node->in[i];
+        bool fits = x->dtype == x0->dtype && x->ndim == x0->ndim;
+        for (int d = 0; fits && d < x->ndim; d++)
+            fits = d == axis || x->shape[d] == x0->shape[d];
+        if (!fits)
+            return sc_error_set(SC_ERR_INVALID,
+                                "concat: input %d %s %s does not fit input 0 %s %s on axis %d",
+                                i, sc_dtype_name(x->dtype),
+                                sc_shape_str(x->ndim, x->shape, si, sizeof si),
+                                sc_dtype_name(x0->dtype), s0, axis);
+        shape[axis] += x->shape[axis];
+    }
+    return sc_tensor_init(out, x0->dtype, x0->ndim, shape);
+}
+
+const sc_op_desc sc_op_desc_concat = {"concat", 1, SC_CONCAT_MAX, 0, infer_concat,
+                                      sc_flops_none};
+
+sc_tensor *sc_concat(sc_ctx *ctx, int n, sc_tensor *const *xs, int axis)
+{
+    if (n < 1 || n > SC_CONCAT_MAX) {
+        sc_error_set(SC_ERR_INVALID, "concat: %d inputs, not 1..%d", n, SC_CONCAT_MAX);
+        return NULL;
+    }
+    if (xs[0] && axis < 0) /* counted from the end, as in NumPy */
+        axis += xs[0]->ndim;
+    return sc_op_run(ctx, SC_OP_CONCAT, n, xs, &(sc_op_params){.concat = {axis}});
+}

@@ -1,0 +1,538 @@
+/* control.c — the control socket's thread, its queue and its client. */
+#include "control.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+
+enum {
+    QUEUE_MAX = 32,          /* requests waiting for the training thread */
+    LINE_MAX_LEN = 4096,     /* of a request */
+    CALL_OUT_MAX = 1 << 16,  /* of a user function's text */
+    IO_TIMEOUT_S = 5,        /* for a client to send its line or take its answer */
+};
+
+struct sc_control {
+    int listen_fd, dir_fd;   /* dir_fd: the run dir, when the path is long */
+    int wake[2];             /* a byte on wake[1] ends the thread */
+    bool started;
+    pthread_t thread;
+    struct sockaddr_un addr;
+    const sc_user_funcs *funcs;
+
+    pthread_mutex_t mu;      /* guards what follows */
+    pthread_cond_t queued_cv;
+    sc_request queue[QUEUE_MAX];
+    int head, n;
+    atomic_int queued;       /* n, read without the mutex */
+    sc_run_status status;
+};
+
+/* ---- the socket's address ---- */
+
+/* RUN_DIR/control.sock; a path longer than sun_path is reached through
+ * the run directory opened as /proc/self/fd/N (Linux), so *dir_fd must
+ * stay open while the address is used. */
+static sc_status socket_address(const char *run_dir, struct sockaddr_un *addr, int *dir_fd)
+{
+    *dir_fd = -1;
+    memset(addr, 0, sizeof *addr);
+    addr->sun_family = AF_UNIX;
+    size_t room = sizeof addr->sun_path;
+    if ((size_t)snprintf(addr->sun_path, room, "%s/%s", run_dir, SC_CONTROL_SOCKET) < room)
+        return SC_OK;
+    *dir_fd = open(run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (*dir_fd < 0)
+        return sc_error_set(SC_ERR_IO, "cannot open %s: %s", run_dir, strerror(errno));
+    snprintf(addr->sun_path, room, "/proc/self/fd/%d/%s", *dir_fd, SC_CONTROL_SOCKET);
+    return SC_OK;
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+/* ---- answering ---- */
+
+static void send_all(int fd, const char *text, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, text, len, MSG_NOSIGNAL);
+        if (n <= 0 && errno == EINTR)
+            continue;
+        if (n <= 0) /* the client left or stalled: nobody to tell */
+            return;
+        text += n;
+        len -= (size_t)n;
+    }
+}
+
+static void reply_text(sc_request *r, bool ok, const char *text)
+{
+    if (r->client < 0)
+        return;
+    const char *word = ok ? "ok " : "error ";
+    send_all(r->client, word, strlen(word));
+    send_all(r->client, text, strlen(text));
+    send_all(r->client, "\n", 1);
+    close_fd(&r->client);
+}
+
+void sc_control_reply(sc_request *r, bool ok, const char *fmt, ...)
+{
+    if (r->client < 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *text = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (text) {
+        va_start(ap, fmt);
+        vsnprintf(text, (size_t)len + 1, fmt, ap);
+        va_end(ap);
+    }
+    reply_text(r, ok && text, text ? text : "out of memory for the answer");
+    free(text);
+}
+
+/* ---- the queue ---- */
+
+/* With ctl->mu held. */
+static bool pop(sc_control *ctl, sc_request *out)
+{
+    if (ctl->n == 0)
+        return false;
+    *out = ctl->queue[ctl->head];
+    ctl->head = (ctl->head + 1) % QUEUE_MAX;
+    atomic_store_explicit(&ctl->queued, --ctl->n, memory_order_release);
+    return true;
+}
+
+static void push(sc_control *ctl, sc_request *r)
+{
+    pthread_mutex_lock(&ctl->mu);
+    bool full = ctl->n == QUEUE_MAX;
+    if (!full) {
+        ctl->queue[(ctl->head + ctl->n) % QUEUE_MAX] = *r;
+        atomic_store_explicit(&ctl->queued, ++ctl->n, memory_order_release);
+        pthread_cond_signal(&ctl->queued_cv);
+    }
+    pthread_mutex_unlock(&ctl->mu);
+    if (full)
+        sc_control_reply(r, false, "%d requests are already waiting for the training thread",
+                         QUEUE_MAX);
+}
+
+bool sc_control_take(sc_control *ctl, sc_request *out)
+{
+    if (atomic_load_explicit(&ctl->queued, memory_order_acquire) == 0)
+        return false;
+    pthread_mutex_lock(&ctl->mu);
+    bool got = pop(ctl, out);
+    pthread_mutex_unlock(&ctl->mu);
+    return got;
+}
+
+bool sc_control_wait(sc_control *ctl, double seconds, sc_request *out)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    double whole = floor(seconds);
+    until.tv_sec += (time_t)whole;
+    until.tv_nsec += (long)((seconds - whole) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&ctl->mu);
+    while (ctl->n == 0 && pthread_cond_timedwait(&ctl->queued_cv, &ctl->mu, &until) == 0)
+        ;
+    bool got = pop(ctl, out);
+    pthread_mutex_unlock(&ctl->mu);
+    return got;
+}
+
+void sc_control_publish(sc_control *ctl, const sc_run_status *status)
+{
+    pthread_mutex_lock(&ctl->mu);
+    ctl->status = *status;
+    pthread_mutex_unlock(&ctl->mu);
+}
+
+/* ---- the commands ---- */
+
+static const struct {
+    const char *name;
+    sc_request_kind kind;
+} queued_commands[] = {
+    {"pause", SC_REQUEST_PAUSE},       {"resume", SC_REQUEST_RESUME},
+    {"save", SC_REQUEST_SAVE},         {"validate", SC_REQUEST_VALIDATE},
+    {"test", SC_REQUEST_TEST},         {"set-lr", SC_REQUEST_SET_LR},
+    {"stop", SC_REQUEST_STOP},
+};
+
+enum { N_QUEUED = sizeof queued_commands / sizeof queued_commands[0] };
+
+static void reply_status(sc_control *ctl, sc_request *r)
+{
+    pthread_mutex_lock(&ctl->mu);
+    sc_run_status s = ctl->status;
+    int queued = ctl->n;
+    pthread_mutex_unlock(&ctl->mu);
+    sc_control_reply(r, true,
+                     "epoch=%d/%d phase=%s batch=%lld/%lld step=%lld lr=%.6g loss=%.6g "
+                     "samples_per_s=%.1f paused=%s queued=%d",
+                     s.epoch, s.epochs, s.phase ? s.phase : "setup", (long long)s.batch,
+                     (long long)s.batches, (long long)s.step, s.lr, s.loss, s.samples_per_s,
+                     s.paused ? "yes" : "no", queued);
+}
+
+/* "NAME [k=v,...]": runs the user function here, on the control thread. */
+static void call_function(sc_control *ctl, char *arg, sc_request *r)
+{
+    size_t len = strcspn(arg, " \t");
+    char *args = arg + len + strspn(arg + len, " \t");
+    arg[len] = '\0';
+    if (!arg[0]) {
+        sc_control_reply(r, false, "call needs a function name: call NAME [k=v,...]");
+        return;
+    }
+    char *out = malloc(CALL_OUT_MAX);
+    if (!out) {
+        sc_control_reply(r, false, "out of memory for the function's answer");
+        return;
+    }
+    sc_status st = ctl->funcs ? sc_user_funcs_call(ctl->funcs, arg, args, out, CALL_OUT_MAX)
+                              : sc_error_set(SC_ERR_INVALID, "this run has no user functions");
+    reply_text(r, st == SC_OK, st == SC_OK ? out : sc_error_message());
+    free(out);
+}
+
+static void unknown_command(const char *cmd, sc_request *r)
+{
+    const char *names[N_QUEUED + 2] = {"status", "call"};
+    for (int i = 0; i < N_QUEUED; i++)
+        names[i + 2] = queued_commands[i].name;
+    const char *near = sc_name_suggest(cmd, names, N_QUEUED + 2);
+    if (near)
+        sc_control_reply(r, false, "unknown command '%s' (did you mean '%s'?)", cmd, near);
+    else
+        sc_control_reply(r, false, "unknown command '%s' (commands: status, pause, resume, "
+                         "save, validate, test, set-lr X, stop, call NAME [k=v,...])", cmd);
+}
+
+/* Queues the command kind, whose argument text is arg. */
+static void queue_command(sc_control *ctl, sc_request_kind kind, const char *cmd,
+                          const char *arg, sc_request *r)
+{
+    r->kind = kind;
+    if (kind == SC_REQUEST_SET_LR) {
+        char *end;
+        r->lr = strtod(arg, &end);
+        if (end == arg || *end || !isfinite(r->lr) || r->lr <= 0) {
+            sc_control_reply(r, false, "set-lr needs a positive number, not '%s'", arg);
+            return;
+        }
+    } else if (arg[0]) {
+        sc_control_reply(r, false, "%s takes no argument (got '%s')", cmd, arg);
+        return;
+    }
+    push(ctl, r);
+}
+
+static void dispatch(sc_control *ctl, char *line, sc_request *r)
+{
+    line[strcspn(line, "\r\n")] = '\0';
+    char *cmd = line + strspn(line, " \t");
+    size_t len = strcspn(cmd, " \t");
+    char *arg = cmd + len + strspn(cmd + len, " \t");
+    cmd[len] = '\0';
+    for (char *end = arg + strlen(arg); end > arg && (end[-1] == ' ' || end[-1] == '\t');)
+        *--end = '\0';
+    if (strcmp(cmd, "status") == 0) {
+        reply_status(ctl, r);
+        return;
+    }
+    if (strcmp(cmd, "call") == 0) {
+        call_function(ctl, arg, r);
+        return;
+    }
+    for (int i = 0; i < N_QUEUED; i++)
+        if (strcmp(cmd, queued_commands[i].name) == 0) {
+            queue_command(ctl, queued_commands[i].kind, cmd, arg, r);
+            return;
+        }
+    unknown_command(cmd, r);
+}
+
+/* Reads the request line (up to '\n' or the client's end of writing). */
+static bool read_line(int fd, char *line, size_t size)
+{
+    size_t len = 0;
+    while (len < size - 1) {
+        ssize_t n = recv(fd, line + len, size - 1 - len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        if (memchr(line + len - (size_t)n, '\n', (size_t)n))
+            break;
+    }
+    line[len] = '\0';
+    return len > 0;
+}
+
+static void handle(sc_control *ctl, int client)
+{
+    struct timeval timeout = {IO_TIMEOUT_S, 0};
+    setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+    fcntl(client, F_SETFD, FD_CLOEXEC);
+    char line[LINE_MAX_LEN];
+    sc_request r = {.client = client};
+    if (read_line(client, line, sizeof line))
+        dispatch(ctl, line, &r);
+    else
+        close(client);
+}
+
+static void *serve(void *arg)
+{
+    sc_control *ctl = arg;
+    struct pollfd fds[2] = {{ctl->listen_fd, POLLIN, 0}, {ctl->wake[0], POLLIN, 0}};
+    for (;;) {
+        if (poll(fds, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (fds[1].revents)
+            break;
+        int client = accept(ctl->listen_fd, NULL, NULL);
+        if (client >= 0)
+            handle(ctl, client);
+    }
+    return NULL;
+}
+
+/* ---- opening and closing ---- */
+
+/* Whether some process still serves addr. */
+static bool served(const struct sockaddr_un *addr)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool yes = fd >= 0 && connect(fd, (const struct sockaddr *)addr, sizeof *addr) == 0;
+    if (fd >= 0)
+        close(fd);
+    return yes;
+}
+
+/* Binds, replacing a socket left by a run that is gone. */
+static sc_status bind_socket(sc_control *ctl, const char *run_dir)
+{
+    const struct sockaddr *a = (const struct sockaddr *)&ctl->addr;
+    if (bind(ctl->listen_fd, a, sizeof ctl->addr) == 0)
+        return SC_OK;
+    if (errno != EADDRINUSE)
+        return sc_error_set(SC_ERR_IO, "cannot create %s/%s: %s", run_dir, SC_CONTROL_SOCKET,
+                            strerror(errno));
+    struct stat st;
+    if (lstat(ctl->addr.sun_path, &st) == 0 && !S_ISSOCK(st.st_mode))
+        return sc_error_set(SC_ERR_IO, "%s/%s exists and is not a socket", run_dir,
+                            SC_CONTROL_SOCKET);
+    if (served(&ctl->addr))
+        return sc_error_set(SC_ERR_STATE,
+                            "%s/%s is served by another scorch-train: is this run directory "
+                            "in use?", run_dir, SC_CONTROL_SOCKET);
+    unlink(ctl->addr.sun_path); /* stale: its run crashed */
+    if (bind(ctl->listen_fd, a, sizeof ctl->addr) == 0)
+        return SC_OK;
+    return sc_error_set(SC_ERR_IO, "cannot create %s/%s: %s", run_dir, SC_CONTROL_SOCKET,
+                        strerror(errno));
+}
+
+static sc_status listen_on(sc_control *ctl, const char *run_dir)
+{
+    SC_TRY(socket_address(run_dir, &ctl->addr, &ctl->dir_fd));
+    ctl->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (ctl->listen_fd < 0)
+        return sc_error_set(SC_ERR_IO, "cannot make a socket: %s", strerror(errno));
+    SC_TRY(bind_socket(ctl, run_dir));
+    if (listen(ctl->listen_fd, 8) != 0) {
+        unlink(ctl->addr.sun_path);
+        return sc_error_set(SC_ERR_IO, "cannot listen on %s/%s: %s", run_dir,
+                            SC_CONTROL_SOCKET, strerror(errno));
+    }
+    return SC_OK;
+}
+
+/* Starts the thread with the stop and save signals blocked, so that they
+ * reach the training thread, whose handlers they are meant for. */
+static sc_status start_thread(sc_control *ctl)
+{
+    if (pipe(ctl->wake) != 0)
+        return sc_error_set(SC_ERR_IO, "cannot make a pipe: %s", strerror(errno));
+    fcntl(ctl->wake[0], F_SETFD, FD_CLOEXEC);
+    fcntl(ctl->wake[1], F_SETFD, FD_CLOEXEC);
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    int err = pthread_create(&ctl->thread, NULL, serve, ctl);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err)
+        return sc_error_set(SC_ERR_IO, "cannot start the control thread: %s", strerror(err));
+    ctl->started = true;
+    return SC_OK;
+}
+
+static sc_status init_sync(sc_control *ctl)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    int err = pthread_cond_init(&ctl->queued_cv, &attr);
+    pthread_condattr_destroy(&attr);
+    if (err || pthread_mutex_init(&ctl->mu, NULL))
+        return sc_error_set(SC_ERR_NOMEM, "cannot make the control thread's lock");
+    return SC_OK;
+}
+
+sc_status sc_control_open(const char *run_dir, const sc_user_funcs *funcs, sc_control **out)
+{
+    *out = NULL;
+    sc_control *ctl = calloc(1, sizeof *ctl);
+    if (!ctl)
+        return sc_error_set(SC_ERR_NOMEM, "out of memory for the control socket");
+    ctl->listen_fd = ctl->dir_fd = ctl->wake[0] = ctl->wake[1] = -1;
+    ctl->funcs = funcs;
+    sc_status st = init_sync(ctl);
+    if (st != SC_OK) {
+        free(ctl);
+        return st;
+    }
+    st = listen_on(ctl, run_dir);
+    if (st == SC_OK && (st = start_thread(ctl)) != SC_OK)
+        unlink(ctl->addr.sun_path);
+    if (st != SC_OK) {
+        ctl->addr.sun_path[0] = '\0'; /* not ours to remove */
+        sc_control_close(ctl);
+        return sc_error_wrap(st, "live control");
+    }
+    *out = ctl;
+    return SC_OK;
+}
+
+void sc_control_close(sc_control *ctl)
+{
+    if (!ctl)
+        return;
+    if (ctl->started) {
+        ssize_t n;
+        do
+            n = write(ctl->wake[1], "x", 1);
+        while (n < 0 && errno == EINTR);
+        pthread_join(ctl->thread, NULL);
+    }
+    sc_request r;
+    while (pop(ctl, &r))
+        sc_control_reply(&r, false, "the run ended before this was done");
+    if (ctl->addr.sun_path[0])
+        unlink(ctl->addr.sun_path);
+    close_fd(&ctl->listen_fd);
+    close_fd(&ctl->dir_fd);
+    close_fd(&ctl->wake[0]);
+    close_fd(&ctl->wake[1]);
+    pthread_cond_destroy(&ctl->queued_cv);
+    pthread_mutex_destroy(&ctl->mu);
+    free(ctl);
+}
+
+/* ---- the client ---- */
+
+static sc_status connect_to(const char *run_dir, int *fd)
+{
+    struct sockaddr_un addr;
+    int dir_fd;
+    SC_TRY(socket_address(run_dir, &addr, &dir_fd));
+    *fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int err = *fd < 0 ? errno : 0;
+    if (!err && connect(*fd, (const struct sockaddr *)&addr, sizeof addr) != 0)
+        err = errno;
+    close_fd(&dir_fd);
+    if (!err)
+        return SC_OK;
+    close_fd(fd);
+    if (err == ENOENT)
+        return sc_error_set(SC_ERR_IO, "%s/%s does not exist: no scorch-train is running with "
+                            "this run directory", run_dir, SC_CONTROL_SOCKET);
+    if (err == ECONNREFUSED)
+        return sc_error_set(SC_ERR_IO, "%s/%s: the run that served it has ended", run_dir,
+                            SC_CONTROL_SOCKET);
+    return sc_error_set(SC_ERR_IO, "cannot connect to %s/%s: %s", run_dir, SC_CONTROL_SOCKET,
+                        strerror(err));
+}
+
+static sc_status read_all(int fd, char **reply)
+{
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf)
+            return sc_error_set(SC_ERR_NOMEM, "out of memory for the answer");
+        ssize_t n = recv(fd, buf + len, cap - len - 1, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            free(buf);
+            return sc_error_set(SC_ERR_IO, "reading the answer: %s", strerror(errno));
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+        if (len + 1 == cap) {
+            char *grown = realloc(buf, cap *= 2);
+            if (!grown)
+                free(buf);
+            buf = grown;
+        }
+    }
+    buf[len] = '\0';
+    *reply = buf;
+    return SC_OK;
+}
+
+sc_status sc_control_send(const char *run_dir, const char *line, char **reply)
+{
+    int fd;
+    SC_TRY(connect_to(run_dir, &fd));
+    send_all(fd, line, strlen(line));
+    send_all(fd, "\n", 1);
+    shutdown(fd, SHUT_WR);
+    sc_status st = read_all(fd, reply);
+    close(fd);
+    return st;
+}

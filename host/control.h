@@ -1,0 +1,89 @@
+/* control.h — live control of a training run through RUN_DIR/control.sock.
+ *
+ * Protocol: a client (scorch-ctl) connects to the Unix-domain stream
+ * socket, writes one line "COMMAND [ARGS]\n", and reads the answer until
+ * the server closes the connection: "ok TEXT" or "error TEXT", TEXT being
+ * one or more lines. Commands:
+ *
+ *   status                  epoch=E/N phase=P batch=B/M step=S lr=X loss=X
+ *                           samples_per_s=X paused=yes|no queued=Q (requests
+ *                           waiting for the training thread)
+ *   pause, resume           hold the training thread at a batch boundary
+ *   save                    write a checkpoint now
+ *   validate, test          run an extra valid / test pass now
+ *   set-lr X                set the base learning rate from the next step
+ *   stop                    checkpoint and exit cleanly (answered at exit)
+ *   call NAME [k=v,...]     call a plugin's user function
+ *
+ * The server is a thread of scorch-train (rank 0). It never touches the
+ * trainer: it answers `status` from the snapshot the training thread last
+ * published, runs `call` itself (user functions have no trainer access),
+ * and queues every other command for the training thread, which takes it
+ * at its next batch boundary (sc_control_take: one atomic load while the
+ * queue is empty), applies it and answers it (sc_control_reply).
+ */
+#ifndef SCORCH_HOST_CONTROL_H
+#define SCORCH_HOST_CONTROL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "user_funcs.h"
+
+#define SC_CONTROL_SOCKET "control.sock"
+
+typedef enum sc_request_kind {
+    SC_REQUEST_PAUSE,
+    SC_REQUEST_RESUME,
+    SC_REQUEST_SAVE,
+    SC_REQUEST_VALIDATE,
+    SC_REQUEST_TEST,
+    SC_REQUEST_SET_LR,
+    SC_REQUEST_STOP,
+} sc_request_kind;
+
+/* A request for the training thread, from scorch-ctl (client >= 0: the
+ * connection to answer on) or from inside the process (client -1). */
+typedef struct sc_request {
+    sc_request_kind kind;
+    double lr;  /* SC_REQUEST_SET_LR */
+    int client;
+} sc_request;
+
+/* Where the training thread is, as `status` tells it. */
+typedef struct sc_run_status {
+    int epoch, epochs;
+    const char *phase; /* a string literal: "train", "valid", ... */
+    int64_t batch, batches, step;
+    double lr, loss, samples_per_s;
+    bool paused;
+} sc_run_status;
+
+typedef struct sc_control sc_control;
+
+/* Serves RUN_DIR/control.sock from a new thread. A stale socket (its run
+ * is gone) is replaced; one another process still serves is an error.
+ * funcs (may be NULL) must outlive the control. */
+sc_status sc_control_open(const char *run_dir, const sc_user_funcs *funcs, sc_control **out);
+
+/* Stops the thread, answers every request still queued with an error and
+ * removes the socket. NULL is fine. */
+void sc_control_close(sc_control *ctl);
+
+/* Training thread. */
+void sc_control_publish(sc_control *ctl, const sc_run_status *status);
+/* The oldest queued request, if any, without waiting. */
+bool sc_control_take(sc_control *ctl, sc_request *out);
+/* Like take, but waits up to `seconds` for one. */
+bool sc_control_wait(sc_control *ctl, double seconds, sc_request *out);
+
+/* Answers r's client, if it has one, with "ok TEXT" or "error TEXT", and
+ * closes the connection. Any thread. */
+void sc_control_reply(sc_request *r, bool ok, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Client: sends `line` to RUN_DIR's control socket and returns the whole
+ * answer in *reply (caller frees). */
+sc_status sc_control_send(const char *run_dir, const char *line, char **reply);
+
+#endif

@@ -1,0 +1,258 @@
+/* device.c — --device's notation, the choice of GPUs, and their locks. */
+#include "device.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+/* ---- parsing ---- */
+
+static const struct {
+    const char *name;
+    sc_device_mode mode;
+} named_modes[] = {
+    {"cpu", SC_DEVICES_CPU},
+    {"auto", SC_DEVICES_AUTO},
+    {"parallel", SC_DEVICES_PARALLEL},
+    {"distributed_dataparallel", SC_DEVICES_DDP},
+};
+
+/* "0,2,3" into out->index. */
+static sc_status parse_gpu_list(const char *text, const char *list, sc_device_request *out)
+{
+    for (const char *p = list;;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || (*p < '0' || *p > '9') || errno || v > 1023)
+            return sc_error_set(SC_ERR_INVALID, "'%s': expected a GPU number at '%s'", text, p);
+        if (out->n == SC_MAX_DEVICES)
+            return sc_error_set(SC_ERR_INVALID, "'%s' lists more than %d GPUs", text,
+                                SC_MAX_DEVICES);
+        for (int i = 0; i < out->n; i++)
+            if (out->index[i] == (int)v)
+                return sc_error_set(SC_ERR_INVALID, "'%s' lists GPU %ld twice", text, v);
+        out->index[out->n++] = (int)v;
+        if (!*end)
+            return SC_OK;
+        if (*end != ',')
+            return sc_error_set(SC_ERR_INVALID, "'%s': expected ',' at '%s'", text, end);
+        p = end + 1;
+    }
+}
+
+sc_status sc_device_parse(const char *text, sc_device_request *out)
+{
+    *out = (sc_device_request){0};
+    for (size_t i = 0; i < sizeof named_modes / sizeof named_modes[0]; i++)
+        if (strcmp(text, named_modes[i].name) == 0) {
+            out->mode = named_modes[i].mode;
+            return SC_OK;
+        }
+    out->mode = SC_DEVICES_CUDA;
+    if (strcmp(text, "cuda") == 0) {
+        out->n = 1; /* GPU 0 */
+        return SC_OK;
+    }
+    if (strncmp(text, "cuda:", 5) == 0)
+        return parse_gpu_list(text, text + 5, out);
+    return sc_error_set(SC_ERR_INVALID,
+                        "'%s' is not a device (cpu, cuda, cuda:N, cuda:N,M,..., auto, parallel "
+                        "or distributed_dataparallel)",
+                        text);
+}
+
+/* ---- the machine ---- */
+
+void sc_gpu_inventory_probe(sc_gpu_inventory *out)
+{
+    /* The CUDA backend (meson option cuda) reports its GPUs here. */
+    *out = (sc_gpu_inventory){0};
+}
+
+/* ---- locks ---- */
+
+static void lock_path(const char *dir, int index, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s/scorch-device-cuda-%d.lock", dir, index);
+}
+
+static void write_holder(int fd, const char *holder)
+{
+    char text[4200];
+    int n = snprintf(text, sizeof text, "pid %ld\nrun_dir %s\n", (long)getpid(), holder);
+    if (n > (int)sizeof text - 1)
+        n = (int)sizeof text - 1;
+    /* Best effort: the record only explains a refusal; the flock is the lock. */
+    bool written = ftruncate(fd, 0) == 0 && pwrite(fd, text, (size_t)n, 0) == n;
+    (void)written;
+}
+
+/* "PID 1234, run dir runs/x" from a held lock's record. */
+static void read_holder(const char *path, char *buf, size_t size)
+{
+    char text[4200] = "";
+    long pid = 0;
+    FILE *f = fopen(path, "r");
+    if (f) {
+        text[fread(text, 1, sizeof text - 1, f)] = '\0';
+        fclose(f);
+    }
+    char *dir = strstr(text, "run_dir ");
+    if (dir) {
+        dir += 8;
+        dir[strcspn(dir, "\n")] = '\0';
+    }
+    if (sscanf(text, "pid %ld", &pid) == 1)
+        snprintf(buf, size, "PID %ld, run dir %s", pid, dir ? dir : "unknown");
+    else
+        snprintf(buf, size, "a process that has not written %s yet", path);
+}
+
+sc_status sc_device_lock(const char *dir, int index, const char *holder, int *fd)
+{
+    char path[4096];
+    lock_path(dir, index, path, sizeof path);
+    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (*fd < 0)
+        return sc_error_set(SC_ERR_IO, "cannot open the lock of cuda:%d, %s: %s", index, path,
+                            strerror(errno));
+    if (flock(*fd, LOCK_EX | LOCK_NB) == 0) {
+        write_holder(*fd, holder);
+        return SC_OK;
+    }
+    int err = errno;
+    close(*fd);
+    *fd = -1;
+    if (err != EWOULDBLOCK)
+        return sc_error_set(SC_ERR_IO, "cannot lock cuda:%d (%s): %s", index, path,
+                            strerror(err));
+    char who[4200];
+    read_holder(path, who, sizeof who);
+    return sc_error_set(SC_ERR_STATE,
+                        "cuda:%d is held by another run (%s); wait for it to end or choose "
+                        "another device",
+                        index, who);
+}
+
+/* ---- allocation ---- */
+
+static sc_status hold(sc_device_set *set, const sc_device_env *env, int index)
+{
+    int fd;
+    SC_TRY(sc_device_lock(env->lock_dir, index, env->holder, &fd));
+    set->held[set->n] = (sc_device){SC_DEVICE_CUDA, index};
+    set->lock_fd[set->n++] = fd;
+    return SC_OK;
+}
+
+/* hold, with a refusal naming what asked for the GPU. */
+static sc_status hold_asked(sc_device_set *set, const sc_device_env *env, int index,
+                            const char *text, const char *source)
+{
+    sc_status st = hold(set, env, index);
+    return st == SC_OK ? SC_OK : sc_error_wrap(st, "%s %s", source, text);
+}
+
+static sc_status no_gpu(const char *text, const char *source, const sc_gpu_inventory *gpus)
+{
+    return sc_error_set(SC_ERR_UNSUPPORTED, "%s %s: %s; use --device cpu", source, text,
+                        gpus->backend ? "no GPU found" : "this build has no CUDA backend");
+}
+
+static sc_status hold_listed(sc_device_set *set, const sc_device_request *req,
+                             const sc_device_env *env, const char *text, const char *source)
+{
+    for (int i = 0; i < req->n; i++) {
+        if (req->index[i] >= env->gpus->count)
+            return sc_error_set(SC_ERR_INVALID, "%s %s: this machine has %d GPUs (cuda:0 to "
+                                "cuda:%d)", source, text, env->gpus->count,
+                                env->gpus->count - 1);
+        SC_TRY(hold_asked(set, env, req->index[i], text, source));
+    }
+    return SC_OK;
+}
+
+/* auto: the free GPU with the most free memory. When every GPU is held,
+ * the error names the holder of the last one tried. */
+static sc_status hold_best_free(sc_device_set *set, const sc_device_env *env, const char *text,
+                                const char *source)
+{
+    const sc_gpu_inventory *gpus = env->gpus;
+    bool tried[SC_MAX_DEVICES] = {0};
+    for (int n = 0; n < gpus->count && n < SC_MAX_DEVICES; n++) {
+        int best = -1;
+        for (int i = 0; i < gpus->count && i < SC_MAX_DEVICES; i++)
+            if (!tried[i] && (best < 0 || gpus->free_bytes[i] > gpus->free_bytes[best]))
+                best = i;
+        tried[best] = true;
+        sc_status st = hold(set, env, best);
+        if (st != SC_ERR_STATE) /* held, or a failure other than "taken" */
+            return st;
+    }
+    return sc_error_wrap(SC_ERR_STATE, "%s %s: no free GPU", source, text);
+}
+
+static sc_status allocate(const sc_device_request *req, const char *text, const char *source,
+                          const sc_device_env *env, sc_device_set *set)
+{
+    const sc_gpu_inventory *gpus = env->gpus;
+    switch (req->mode) {
+    case SC_DEVICES_CPU: return SC_OK;
+    case SC_DEVICES_AUTO:
+        if (gpus->count == 0) {
+            snprintf(set->note, sizeof set->note, "%s %s: %s; computing on the cpu", source,
+                     text, gpus->backend ? "no GPU found" : "this build has no CUDA backend");
+            return SC_OK;
+        }
+        return hold_best_free(set, env, text, source);
+    case SC_DEVICES_DDP:
+        return gpus->count == 0 ? SC_OK
+                                : hold_asked(set, env, env->local_rank % gpus->count, text, source);
+    case SC_DEVICES_PARALLEL:
+        if (gpus->count == 0)
+            return no_gpu(text, source, gpus);
+        for (int i = 0; i < gpus->count && i < SC_MAX_DEVICES; i++)
+            SC_TRY(hold_asked(set, env, i, text, source));
+        return SC_OK;
+    case SC_DEVICES_CUDA:
+        return gpus->count == 0 ? no_gpu(text, source, gpus)
+                                : hold_listed(set, req, env, text, source);
+    }
+    return SC_OK;
+}
+
+sc_status sc_device_allocate(const char *text, const char *source, const sc_device_env *env,
+                             sc_device_set *out)
+{
+    *out = (sc_device_set){.device = {SC_DEVICE_CPU, 0}};
+    sc_device_request req;
+    sc_status st = sc_device_parse(text, &req);
+    if (st != SC_OK)
+        return sc_error_wrap(st, "%s", source);
+    st = allocate(&req, text, source, env, out);
+    if (st != SC_OK) {
+        sc_device_release(out);
+        return st;
+    }
+    if (out->n)
+        out->device = out->held[0];
+    return SC_OK;
+}
+
+void sc_device_set_holder(const sc_device_set *set, const char *holder)
+{
+    for (int i = 0; i < set->n; i++)
+        write_holder(set->lock_fd[i], holder);
+}
+
+void sc_device_release(sc_device_set *set)
+{
+    for (int i = 0; i < set->n; i++)
+        close(set->lock_fd[i]);
+    set->n = 0;
+}

@@ -1,0 +1,162 @@
+/* dist.h — data parallelism across processes: every rank trains a replica
+ * of the model on its share of each global batch (docs/distributed.md).
+ *
+ * A run started by mpirun or srun (seen in the launcher's environment)
+ * joins the job over MPI and becomes one rank of a world; any other run is
+ * a world of one that never touches MPI, and then everything here is a
+ * no-op or plain local work, so single-process training is unchanged.
+ *
+ * What keeps ranks from hanging. Every collective here begins with a
+ * *check*: one small allreduce in which each rank reports whether it
+ * failed. A rank that fails goes straight to sc_dist_check() with its
+ * error (the trainer does that once, on its way out); the other ranks'
+ * next collective is a check too, so they meet it there, every rank learns
+ * which rank failed and why, and all stop together. Two rules make this
+ * hold: control flow depends only on what all ranks agree on (the stop
+ * flags pass through sc_dist_agree / sc_dist_step_begin), and a rank that
+ * fails after sc_dist_step_begin still takes part in that step's gradient
+ * exchange (sc_dist_check completes it for it). A collective that misses
+ * --collective-timeout (a rank died or hangs) aborts the job with a
+ * message naming the collective.
+ *
+ * Thread rule: the training thread calls everything here, except
+ * sc_dist_log_prefix and sc_dist_print_error, which main may call after
+ * the trainer is gone.
+ */
+#ifndef SCORCH_HOST_DIST_H
+#define SCORCH_HOST_DIST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "checkpoint.h"
+#include "config.h"
+#include "hook_set.h"
+#include "run_log.h"
+#include "session.h"
+
+typedef struct sc_dist sc_dist;
+
+/* ---- the job ---- */
+
+/* Joins the job when a launcher started this process (MPI_Init_thread,
+ * rank and world, local rank from MPI_Comm_split_type); else a world of
+ * one. Ranks other than 0 send stdout to /dev/null: rank 0 speaks for the
+ * job, and errors go to stderr prefixed with the rank. */
+sc_status sc_dist_open(const sc_config *cfg, sc_dist **out);
+/* Frees it; NULL is a no-op. The process leaves the MPI job at exit, so
+ * that main reports an error before any rank can end (mpirun then ends
+ * the others). */
+void sc_dist_close(sc_dist *d);
+
+/* Rank and world size; 0 and 1 for NULL or a single process. */
+int sc_dist_rank(const sc_dist *d);
+int sc_dist_world(const sc_dist *d);
+bool sc_dist_is_root(const sc_dist *d);
+
+/* Compute threads for this rank: `requested` when > 0; else all cores for
+ * a single process, and for a rank OMP_NUM_THREADS when set, else its
+ * share of the cores (the cores it is bound to, or the node's cores over
+ * the ranks on the node). */
+int sc_dist_threads(const sc_dist *d, int requested);
+
+/* The random stream of micro-batch `micro` of an optimizer step, from the
+ * step's `stream`: unchanged for a single process without accumulation,
+ * else distinct per rank and micro-batch, so that dropout masks are not
+ * repeated across ranks or micro-batches. */
+uint64_t sc_dist_step_stream(const sc_dist *d, uint64_t stream, int64_t micro);
+
+/* ---- agreement ---- */
+
+/* Collective: every rank's status. SC_OK when all succeeded; else every
+ * rank returns an error: a failed rank its own, the others "rank R
+ * failed: <its message>". Once a failure is agreed, further calls return
+ * it again without communicating. A single process returns `local`. */
+sc_status sc_dist_check(sc_dist *d, sc_status local);
+
+/* A check that also ORs the ranks' stop requests into *stop and
+ * *interrupted, and verifies that the ranks' parameters are still
+ * identical (a rank whose differ stops the job, naming it). At epoch
+ * boundaries. */
+sc_status sc_dist_agree(sc_dist *d, bool *stop, bool *interrupted);
+
+/* At the first micro-batch of each optimizer step: a check that agrees on
+ * the stop requests and, unless stopping, opens the step's gradient
+ * exchange. */
+sc_status sc_dist_step_begin(sc_dist *d, bool *stop, bool *interrupted);
+
+/* A check that ORs the ranks' request bits (at most 16 kinds) into *bits,
+ * so that every rank serves what was asked of any. */
+sc_status sc_dist_agree_bits(sc_dist *d, unsigned *bits);
+
+/* ---- start-up ---- */
+
+/* Collective: the ranks compare the plugin ABIs, the dataset's split
+ * lengths, the resolved options (all but the per-node ones: plugin and
+ * data paths, run directory, resume, threads, workers, prefetch, quiet,
+ * collective-timeout) and the parameters' names, shapes and trainability.
+ * A difference stops every rank, naming the rank and the first line that
+ * differs from rank 0's. */
+sc_status sc_dist_verify(sc_dist *d, const sc_session *s, const sc_config *cfg);
+
+/* Collective: rank 0's parameters and buffers (fresh or resumed), its
+ * optimizer state and its trainer state to every rank; then lays out the
+ * gradient buckets. Called in a single process too (no communication). */
+sc_status sc_dist_start(sc_dist *d, sc_params *params, sc_optim *opt, sc_train_state *state);
+
+/* Collective: rank 0's hook blobs (the hooks' checkpoint state, which
+ * rank 0 alone read on resume) to every rank. */
+sc_status sc_dist_share_blobs(sc_dist *d, sc_hook_blobs *blobs);
+
+/* Rank 0, on resume, before the position is used: a checkpoint saved by
+ * another world size has its mid-epoch position (next_batch) converted to
+ * this world size by the samples already trained, rounded up to a whole
+ * optimizer step (so at most a global step's worth of samples is skipped,
+ * none seen twice), and a note says so. `batches` is this epoch's batches
+ * per rank. */
+void sc_dist_resume_position(const sc_dist *d, sc_train_state *saved, int64_t batches,
+                             const char *path);
+
+/* ---- a train step ---- */
+
+/* Backward from loss. On a step's last micro-batch (sync) the gradients
+ * are averaged over ranks and micro-batches, ready for the optimizer: on
+ * several ranks bucket by bucket while backward still runs. Earlier
+ * micro-batches only accumulate locally (PyTorch DDP's no_sync). */
+sc_status sc_dist_backward(sc_dist *d, sc_ctx *ctx, sc_tensor *loss, bool sync);
+
+/* ---- phases ---- */
+
+/* Collective: the ranks' loss sums, sample counts and metric sums, summed
+ * in rank order (so every rank gets the same bits), replacing each rank's
+ * own. */
+sc_status sc_dist_sum_all(sc_dist *d, double *loss_sum, int64_t *samples, sc_metrics *metrics);
+
+/* Collective, before rank 0 saves a checkpoint: rank 0's buffers to every
+ * rank, and the running sums of a half-done epoch gathered into rank 0's
+ * (the others' zeroed), so the checkpoint holds the whole job's sums. */
+sc_status sc_dist_before_checkpoint(sc_dist *d, double *loss_sum, int64_t *samples,
+                                    sc_metrics *metrics);
+
+/* Collective, before an eval pass: rank 0's buffers (running statistics)
+ * to every rank, so all evaluate the same model. */
+sc_status sc_dist_sync_buffers(sc_dist *d);
+
+/* Seconds spent in collectives since the last call (0 for one process). */
+double sc_dist_take_comm_s(sc_dist *d);
+
+/* Rank 0's line about the job (nothing for a single process). */
+void sc_dist_describe(const sc_dist *d, const sc_config *cfg, sc_run_log *log);
+
+/* ---- reporting ---- */
+
+/* "[rank R] " in a job of several ranks (known from the launcher's
+ * environment even before MPI starts), else "". */
+const char *sc_dist_log_prefix(void);
+
+/* Prints "<prefix><program>: <this thread's error message>" to stderr,
+ * unless another rank reports this failure (rank 0 reports every failure;
+ * a failed rank adds its own message when it says something else). */
+void sc_dist_print_error(const char *program);
+
+#endif

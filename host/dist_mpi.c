@@ -1,0 +1,190 @@
+/* dist_mpi.c — the Open MPI transport (dist_comm.h): every collective is
+ * non-blocking and polled with MPI_Test until it completes or its deadline
+ * passes, so a dead or hung rank ends the job with a message instead of a
+ * silent hang. Control-plane collectives and gradient sums run on two
+ * duplicates of MPI_COMM_WORLD, so a check never matches a gradient sum.
+ */
+#include "dist_comm.h"
+
+#include <mpi.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "dist.h"
+#include "run_log.h"
+
+struct sc_comm {
+    MPI_Comm ctl;   /* checks, broadcasts, gathers */
+    MPI_Comm grads; /* gradient buckets */
+    double timeout_s;
+    int n_buckets;
+    MPI_Request *requests; /* per bucket; MPI_REQUEST_NULL when idle or done */
+};
+
+/* Larger messages go in pieces: MPI counts are ints. */
+enum { CHUNK_BYTES = 1 << 30, NAP_NS = 200000 };
+
+/* A wait this long (s) is no step's communication but a rank busy with
+ * something else (rank 0 writing a checkpoint): naps from then on. */
+static const double YIELD_S = 0.05;
+
+static void timed_out(const sc_comm *c, const char *what)
+{
+    fprintf(stderr,
+            "%sscorch-train: %s did not complete within %g s: another rank died, hangs or "
+            "fell that far behind (its own output says which; --collective-timeout sets "
+            "the limit); aborting the job\n",
+            sc_dist_log_prefix(), what, c->timeout_s);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort(); /* MPI_Abort does not return */
+}
+
+/* Polls the request until done: between tests it yields the core (to a
+ * rank or loader thread sharing it), and after YIELD_S it naps, so a long
+ * wait costs no CPU. */
+static void wait_request(const sc_comm *c, MPI_Request *req, const char *what)
+{
+    double start = sc_now();
+    const struct timespec nap = {0, NAP_NS};
+    for (;;) {
+        int done = 0;
+        MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (done)
+            return;
+        double waited = sc_now() - start;
+        if (waited > c->timeout_s)
+            timed_out(c, what);
+        if (waited < YIELD_S)
+            sched_yield();
+        else
+            nanosleep(&nap, NULL);
+    }
+}
+
+static void describe(sc_comm_info *info)
+{
+    MPI_Comm local;
+    MPI_Comm_rank(MPI_COMM_WORLD, &info->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &info->world);
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, info->rank, MPI_INFO_NULL,
+                        &local);
+    MPI_Comm_rank(local, &info->local_rank);
+    MPI_Comm_size(local, &info->local_size);
+    MPI_Comm_free(&local);
+    int node_root = info->local_rank == 0;
+    MPI_Allreduce(&node_root, &info->nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+/* MPI_Finalize waits for every rank, so it runs at exit: after main has
+ * printed the job's error, which a rank leaving early (mpirun then kills
+ * the job) could otherwise cut off. */
+static void finalize_at_exit(void)
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+        MPI_Finalize();
+}
+
+static sc_status mpi_open(double timeout_s, sc_comm **out, sc_comm_info *info)
+{
+    int provided = 0;
+    /* Only the training thread calls MPI; loader workers never do. */
+    MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+    atexit(finalize_at_exit);
+    if (provided < MPI_THREAD_FUNNELED)
+        return sc_error_set(SC_ERR_UNSUPPORTED,
+                            "this MPI library does not support MPI_THREAD_FUNNELED");
+    sc_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return sc_error_set(SC_ERR_NOMEM, "out of memory for the MPI transport");
+    c->timeout_s = timeout_s;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c->ctl);
+    MPI_Comm_dup(MPI_COMM_WORLD, &c->grads);
+    describe(info);
+    *out = c;
+    return SC_OK;
+}
+
+static void mpi_close(sc_comm *c)
+{
+    if (!c)
+        return;
+    MPI_Comm_free(&c->ctl);
+    MPI_Comm_free(&c->grads);
+    free(c->requests);
+    free(c);
+}
+
+static void mpi_max_ints(sc_comm *c, int *values, int n, const char *what)
+{
+    MPI_Request req;
+    MPI_Iallreduce(MPI_IN_PLACE, values, n, MPI_INT, MPI_MAX, c->ctl, &req);
+    wait_request(c, &req, what);
+}
+
+static void mpi_broadcast(sc_comm *c, void *data, size_t bytes, int root, const char *what)
+{
+    for (size_t done = 0; done < bytes; done += CHUNK_BYTES) {
+        size_t n = bytes - done < CHUNK_BYTES ? bytes - done : CHUNK_BYTES;
+        MPI_Request req;
+        MPI_Ibcast((char *)data + done, (int)n, MPI_BYTE, root, c->ctl, &req);
+        wait_request(c, &req, what);
+    }
+}
+
+/* Control-plane payloads are small (a few KiB per rank). */
+static void mpi_allgather(sc_comm *c, const void *mine, size_t bytes, void *all,
+                          const char *what)
+{
+    MPI_Request req;
+    MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, c->ctl, &req);
+    wait_request(c, &req, what);
+}
+
+static sc_status mpi_buckets(sc_comm *c, int n)
+{
+    MPI_Request *r = realloc(c->requests, (size_t)(n > 0 ? n : 1) * sizeof *r);
+    if (!r)
+        return sc_error_set(SC_ERR_NOMEM, "out of memory for %d gradient buckets", n);
+    for (int i = 0; i < n; i++)
+        r[i] = MPI_REQUEST_NULL;
+    c->requests = r;
+    c->n_buckets = n;
+    return SC_OK;
+}
+
+/* dist.c keeps each bucket under INT_MAX floats. */
+static void mpi_sum_start(sc_comm *c, int bucket, float *data, int64_t n)
+{
+    MPI_Iallreduce(MPI_IN_PLACE, data, (int)n, MPI_FLOAT, MPI_SUM, c->grads,
+                   &c->requests[bucket]);
+}
+
+static bool mpi_sum_test(sc_comm *c, int bucket)
+{
+    int done = 0;
+    MPI_Test(&c->requests[bucket], &done, MPI_STATUS_IGNORE);
+    return done;
+}
+
+static void mpi_sum_wait(sc_comm *c, int bucket, const char *what)
+{
+    wait_request(c, &c->requests[bucket], what);
+}
+
+const sc_comm_ops sc_comm_mpi = {
+    .name = "MPI",
+    .open = mpi_open,
+    .close = mpi_close,
+    .max_ints = mpi_max_ints,
+    .broadcast = mpi_broadcast,
+    .allgather = mpi_allgather,
+    .buckets = mpi_buckets,
+    .sum_start = mpi_sum_start,
+    .sum_test = mpi_sum_test,
+    .sum_wait = mpi_sum_wait,
+};

@@ -1,0 +1,143 @@
+/* steer.c — requests from hooks, signals and scorch-ctl, one boundary at
+ * a time. */
+#include "steer.h"
+
+#include <string.h>
+
+#include "run_log.h"
+#include "trainer.h"
+
+/* How often a paused run looks at the signal flags. */
+#define PAUSE_POLL_S 0.1
+
+void sc_steer_init(sc_steer *s)
+{
+    *s = (sc_steer){.stop = {.client = -1}};
+}
+
+sc_status sc_steer_listen(sc_steer *s, const char *run_dir, const sc_user_funcs *funcs)
+{
+    return sc_control_open(run_dir, funcs, &s->control);
+}
+
+void sc_steer_close(sc_steer *s, bool ok, const char *outcome)
+{
+    sc_control_reply(&s->stop, ok, "%s", ok ? outcome : sc_error_message());
+    sc_control_close(s->control);
+    s->control = NULL;
+}
+
+void sc_steer_raise(sc_steer *s, sc_request_kind kind) { s->raised |= 1u << kind; }
+
+static void publish(sc_steer *s)
+{
+    s->status.paused = s->paused;
+    if (s->control)
+        sc_control_publish(s->control, &s->status);
+}
+
+void sc_steer_publish(sc_steer *s, const sc_hook_context *ctx)
+{
+    if (!s->control)
+        return;
+    sc_run_status *st = &s->status;
+    bool batch_end = strcmp(ctx->point, "batch_end") == 0;
+    if (strcmp(ctx->point, "phase_begin") == 0) {
+        s->phase_start = sc_now();
+        s->phase_batches = 0;
+    } else if (batch_end) {
+        double seconds = sc_now() - s->phase_start;
+        s->phase_batches++;
+        st->samples_per_s =
+            seconds > 0 ? (double)(s->phase_batches * ctx->batch_size) / seconds : 0;
+    }
+    if (batch_end || strcmp(ctx->point, "phase_end") == 0)
+        st->loss = ctx->loss;
+    st->epoch = ctx->epoch;
+    st->epochs = ctx->epochs;
+    st->phase = sc_split_name(ctx->phase);
+    st->batch = ctx->batch + batch_end; /* batches done */
+    st->batches = ctx->batches;
+    st->step = ctx->step;
+    st->lr = ctx->lr;
+    publish(s);
+}
+
+/* Pause and resume are served here: they change nothing but whether the
+ * training thread waits. */
+static void set_paused(sc_steer *s, sc_request *r, bool paused)
+{
+    bool was = s->paused;
+    s->paused = paused;
+    publish(s);
+    if (paused)
+        sc_control_reply(r, true, was ? "already paused" : "paused at epoch %d, step %lld",
+                         s->status.epoch, (long long)s->status.step);
+    else
+        sc_control_reply(r, true, was ? "resumed" : "not paused");
+}
+
+/* A request from scorch-ctl, if one comes (waiting a little while
+ * paused); pause and resume are served on the way. */
+static bool next_from_control(sc_steer *s, sc_request *out)
+{
+    if (!s->control)
+        return false;
+    bool got = s->paused ? sc_control_wait(s->control, PAUSE_POLL_S, out)
+                         : sc_control_take(s->control, out);
+    if (got && (out->kind == SC_REQUEST_PAUSE || out->kind == SC_REQUEST_RESUME)) {
+        set_paused(s, out, out->kind == SC_REQUEST_PAUSE);
+        return false;
+    }
+    return got;
+}
+
+bool sc_steer_next(sc_steer *s, sc_request *out)
+{
+    if (!s->in_boundary) {
+        s->in_boundary = true;
+        s->serving = s->raised;
+        s->raised = 0;
+    }
+    for (;;) {
+        *out = (sc_request){.client = -1};
+        if (sc_trainer_save_signal && !s->save_signal_agreed) {
+            sc_trainer_save_signal = 0;
+            out->kind = SC_REQUEST_SAVE;
+            return true;
+        }
+        if (s->serving) {
+            out->kind = (sc_request_kind)__builtin_ctz(s->serving);
+            s->serving &= s->serving - 1;
+            return true;
+        }
+        if (sc_trainer_stop_signal)
+            break;
+        if (next_from_control(s, out))
+            return true;
+        if (!s->paused)
+            break;
+    }
+    if (s->paused) { /* a signal stops a paused run */
+        s->paused = false;
+        publish(s);
+    }
+    s->in_boundary = false;
+    return false;
+}
+
+void sc_steer_done(sc_steer *s, sc_request *r, sc_status st, const char *text)
+{
+    if (st == SC_OK && r->kind == SC_REQUEST_STOP) {
+        if (s->paused) { /* a stop ends the pause: the run has to get out */
+            s->paused = false;
+            publish(s);
+        }
+        if (r->client >= 0) {
+            sc_control_reply(&s->stop, false, "another stop came first");
+            s->stop = *r;
+            return;
+        }
+    }
+    sc_control_reply(r, st == SC_OK, "%s", st == SC_OK ? text : sc_error_message());
+}

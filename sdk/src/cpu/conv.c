@@ -1,0 +1,428 @@
+/* CPU kernels for conv2d: im2col and cblas_sgemm, image by image; 3x3
+ * convolutions at stride 1 with enough channels go the Winograd way
+ * instead (conv_winograd.c), with 2.25 times fewer multiplies.
+ *
+ * Per image and group, y_n [OC/G, OH OW] = W_g [OC/G, C/G KH KW] col [C/G KH KW, OH OW],
+ * where col holds the input pixel under every kernel tap for every output
+ * pixel (zero in the padding). col is built for a chunk of output rows at
+ * a time, sized to stay in the core's cache, in per-thread scratch from the
+ * step arena. A 1x1 convolution with stride 1 and no padding needs no col:
+ * the image itself is its column matrix.
+ *
+ * Threads split the batch, each image computed by one thread calling a
+ * single-threaded sgemm (OpenBLAS's OpenMP build runs single-threaded
+ * inside a parallel region). For the small per-image GEMMs of a CNN that
+ * beats one threaded sgemm per image, whose threads meet after every
+ * image. With fewer images than threads, images go one by one through a
+ * threaded sgemm.
+ *
+ * Backward rebuilds each image's col rather than keeping it from forward
+ * (col is KH KW times the input; rebuilding it in cache is cheaper than
+ * streaming it back from memory). The weight gradient accumulates per
+ * thread, over that thread's images, and the threads' sums are added in
+ * thread order at the end: results depend on the thread count only. */
+#include <cblas.h>
+#include <omp.h>
+#include <string.h>
+
+#include "conv_impl.h"
+
+/* Floats of col a thread builds at once (256 KiB: a share of the L2), and
+ * the channels from which Winograd's transforms pay for themselves. */
+enum { COL_BUDGET = 1 << 16, WINO_MIN_CHANNELS = 16 };
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+typedef struct conv_geom {
+    int64_t n, c, h, w;    /* x [N, C, H, W] */
+    int64_t oc, oh, ow;    /* y [N, OC, OH, OW] */
+    int64_t kh, kw;        /* weight [OC, C / G, KH, KW] */
+    sc_conv2d_params p;
+    int64_t cg, ocg, kdim; /* per group: C / G, OC / G, and C / G KH KW */
+    int64_t rows;          /* output rows per col chunk */
+    bool pointwise;        /* x_n is its own column matrix */
+    bool winograd;         /* 3x3, stride 1, dilation 1, one group, wide enough */
+} conv_geom;
+
+static conv_geom conv_geom_of(const sc_node *node)
+{
+    const sc_tensor *x = node->in[0], *w = node->in[1], *y = node->out;
+    const sc_conv2d_params *p = &node->params.conv2d;
+    conv_geom g = {
+        .n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
+        .oc = y->shape[1], .oh = y->shape[2], .ow = y->shape[3],
+        .kh = w->shape[2], .kw = w->shape[3], .p = *p,
+    };
+    g.cg = g.c / p->groups;
+    g.ocg = g.oc / p->groups;
+    g.kdim = g.cg * g.kh * g.kw;
+    g.pointwise = g.kh == 1 && g.kw == 1 && p->stride[0] == 1 && p->stride[1] == 1 &&
+                  p->padding[0] == 0 && p->padding[1] == 0;
+    g.rows = g.pointwise ? g.oh : min64(max64(COL_BUDGET / (g.c * g.kh * g.kw * g.ow), 1), g.oh);
+    g.winograd = g.kh == 3 && g.kw == 3 && p->groups == 1 && g.c >= WINO_MIN_CHANNELS &&
+                 g.oc >= WINO_MIN_CHANNELS;
+    for (int d = 0; d < 2; d++)
+        g.winograd = g.winograd && p->stride[d] == 1 && p->dilation[d] == 1;
+    return g;
+}
+
+/* Floats of one thread's col chunk. */
+static int64_t col_floats(const conv_geom *g)
+{
+    return g->pointwise ? 0 : g->c * g->kh * g->kw * g->rows * g->ow;
+}
+
+/* ---------------------------------------------------------------------
+ * im2col and col2im. */
+
+/* The output columns [*lo, *hi) of a row whose tap, at input column
+ * ox stride + off, lands inside [0, len). */
+static void tap_span(int64_t out, int stride, int64_t off, int64_t len, int64_t *lo,
+                     int64_t *hi)
+{
+    *lo = min64(off >= 0 ? 0 : (-off + stride - 1) / stride, out);
+    *hi = max64(min64(off >= len ? 0 : (len - 1 - off) / stride + 1, out), *lo);
+}
+
+/* One tap's row of col [ow] against its input pixels src[(ox - lo) stride],
+ * ox in [lo, hi); src is NULL when the row lies in the padding. */
+ALWAYS_INLINE void tap_row(float *restrict dst, float *restrict src, int64_t lo, int64_t hi,
+                           int64_t ow, int stride, bool gather)
+{
+    if (!gather) { /* col2im: dst back into the input; padding taps drop out */
+        for (int64_t ox = lo; src && ox < hi; ox++)
+            src[(ox - lo) * stride] += dst[ox];
+        return;
+    }
+    if (!src)
+        lo = hi = ow;
+    for (int64_t ox = 0; ox < lo; ox++)
+        dst[ox] = 0.0f;
+    if (stride == 1) /* a separate loop, so that it vectorises */
+        for (int64_t ox = lo; ox < hi; ox++)
+            dst[ox] = src[ox - lo];
+    else
+        for (int64_t ox = lo; ox < hi; ox++)
+            dst[ox] = src[(ox - lo) * stride];
+    for (int64_t ox = hi; ox < ow; ox++)
+        dst[ox] = 0.0f;
+}
+
+/* A tap's rows of col, one by one: row r against input row
+ * iy = (oy0 + r) stride + ki dilation - padding. */
+ALWAYS_INLINE void tap_rows(const conv_geom *g, float *plane, float *dst, int64_t oy0,
+                            int64_t rows, int64_t ki, int64_t offx, bool gather)
+{
+    const sc_conv2d_params *p = &g->p;
+    int64_t lo, hi;
+    tap_span(g->ow, p->stride[1], offx, g->w, &lo, &hi);
+    for (int64_t r = 0; r < rows; r++, dst += g->ow) {
+        int64_t iy = (oy0 + r) * p->stride[0] - p->padding[0] + ki * p->dilation[0];
+        float *src = iy >= 0 && iy < g->h ? plane + iy * g->w + lo * p->stride[1] + offx : NULL;
+        tap_row(dst, src, lo, hi, g->ow, p->stride[1], gather);
+    }
+}
+
+/* Zeroes columns [0, lo) and [hi, ow) of rows [ow] of col. */
+static void zero_edges(float *col, int64_t rows, int64_t ow, int64_t lo, int64_t hi)
+{
+    for (int64_t r = 0; r < rows; r++, col += ow) {
+        for (int64_t ox = 0; ox < lo; ox++)
+            col[ox] = 0.0f;
+        for (int64_t ox = hi; ox < ow; ox++)
+            col[ox] = 0.0f;
+    }
+}
+
+/* A tap's rows of col at stride 1 with output rows as wide as input rows
+ * ("same" padding): row r is input row r + iy0 shifted by offx, so the
+ * rows inside the image are one run of the plane, moved in one loop
+ * instead of row by row (a 14-wide row costs more to set up than to copy).
+ * The run also carries values across row ends into the columns that lie
+ * in the padding: gather zeroes them after copying, scatter before adding. */
+ALWAYS_INLINE void tap_run(const conv_geom *g, float *plane, float *dst, int64_t oy0,
+                           int64_t rows, int64_t ki, int64_t offx, bool gather)
+{
+    int64_t ow = g->ow, lo, hi;
+    tap_span(ow, 1, offx, g->w, &lo, &hi);
+    int64_t iy0 = oy0 - g->p.padding[0] + ki * g->p.dilation[0];
+    int64_t r0 = min64(max64(-iy0, 0), rows), r1 = min64(max64(g->h - iy0, r0), rows);
+    if (gather) {
+        memset(dst, 0, (size_t)(r0 * ow) * sizeof *dst);
+        memset(dst + r1 * ow, 0, (size_t)((rows - r1) * ow) * sizeof *dst);
+    }
+    float *restrict run = dst + r0 * ow;
+    int64_t start = (iy0 + r0) * ow + offx, len = (r1 - r0) * ow;
+    int64_t k0 = max64(-start, 0), k1 = min64(len, g->h * g->w - start); /* inside the plane */
+    float *restrict src = plane + start;
+    if (gather) {
+        if (k1 > k0)
+            memcpy(run + k0, src + k0, (size_t)(k1 - k0) * sizeof *run);
+        zero_edges(run, r1 - r0, ow, lo, hi);
+    } else {
+        zero_edges(run, r1 - r0, ow, lo, hi);
+        for (int64_t k = k0; k < k1; k++)
+            src[k] += run[k];
+    }
+}
+
+/* Between an image img [C, H, W] and the col chunk col [C KH KW, rows OW]
+ * of output rows [oy0, oy0 + rows): gather copies img into col (im2col),
+ * scatter adds col back into img (col2im), zeroing col's padding taps. */
+ALWAYS_INLINE void col_walk(const conv_geom *g, float *img, int64_t oy0, int64_t rows,
+                            float *col, bool gather)
+{
+    const sc_conv2d_params *p = &g->p;
+    bool runs = p->stride[0] == 1 && p->stride[1] == 1 && g->ow == g->w;
+    for (int64_t c = 0; c < g->c; c++) {
+        float *plane = img + c * g->h * g->w;
+        for (int64_t ki = 0; ki < g->kh; ki++) {
+            for (int64_t kj = 0; kj < g->kw; kj++) {
+                float *dst = col + ((c * g->kh + ki) * g->kw + kj) * rows * g->ow;
+                int64_t offx = kj * p->dilation[1] - p->padding[1];
+                if (runs)
+                    tap_run(g, plane, dst, oy0, rows, ki, offx, gather);
+                else
+                    tap_rows(g, plane, dst, oy0, rows, ki, offx, gather);
+            }
+        }
+    }
+}
+
+/* col_walk writes img only when scattering, so im2col's x may be const. */
+static void im2col(const conv_geom *g, const float *x, int64_t oy0, int64_t rows, float *col)
+{
+    col_walk(g, (float *)x, oy0, rows, col, true);
+}
+
+/* Clobbers col. */
+static void col2im(const conv_geom *g, float *gx, int64_t oy0, int64_t rows, float *col)
+{
+    col_walk(g, gx, oy0, rows, col, false);
+}
+
+/* ---------------------------------------------------------------------
+ * The batch loop. */
+
+typedef struct conv_job {
+    conv_geom g;
+    const float *x, *w, *bias; /* bias may be NULL */
+    float *y;                  /* forward */
+    const float *gy;           /* backward: */
+    float *gx;                 /* NULL when x needs no gradient */
+    float *gw;                 /* per-slot partials (the gradient itself with one slot), or NULL */
+    float *col;                /* per-slot col chunks */
+    int slots;
+} conv_job;
+
+int sc_conv_slots(int64_t n)
+{
+    int threads = omp_get_max_threads();
+    return n >= threads ? threads : 1;
+}
+
+void sc_conv_split(int64_t n, int slots, sc_conv_range_fn fn, const void *arg)
+{
+    if (slots == 1) {
+        fn(arg, 0, 0, n);
+        return;
+    }
+#pragma omp parallel num_threads(slots)
+    {
+        int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        fn(arg, (int)t, n * t / nt, n * (t + 1) / nt);
+    }
+}
+
+void sc_conv_sum_partials(float *restrict dst, const float *restrict parts, int slots,
+                          int64_t len)
+{
+#pragma omp parallel for schedule(static) if (len * slots > SC_CPU_PAR_MIN)
+    for (int64_t i = 0; i < len; i++) {
+        float acc = 0.0f;
+        for (int s = 0; s < slots; s++)
+            acc += parts[s * len + i];
+        dst[i] += acc;
+    }
+}
+
+/* The col matrix of output rows [oy0, oy0 + rows) of image x [C, H, W]
+ * and its row stride: x itself for a pointwise convolution, else built in
+ * col. */
+static const float *conv_cols(const conv_geom *g, const float *x, int64_t oy0, int64_t rows,
+                              float *col, int64_t *ld)
+{
+    if (g->pointwise) {
+        *ld = g->oh * g->ow;
+        return x + oy0 * g->ow;
+    }
+    im2col(g, x, oy0, rows, col);
+    *ld = rows * g->ow;
+    return col;
+}
+
+/* y_n [OC, OH OW] = bias + W col, chunk by chunk and group by group. */
+static void conv_forward_image(const conv_job *j, int64_t n, int slot)
+{
+    const conv_geom *g = &j->g;
+    int64_t ohw = g->oh * g->ow;
+    const float *x = j->x + n * g->c * g->h * g->w;
+    float *y = j->y + n * g->oc * ohw, *col = j->col + slot * col_floats(g);
+    for (int64_t o = 0; j->bias && o < g->oc; o++)
+        for (int64_t i = 0; i < ohw; i++)
+            y[o * ohw + i] = j->bias[o];
+    for (int64_t oy0 = 0; oy0 < g->oh; oy0 += g->rows) {
+        int64_t rows = min64(g->rows, g->oh - oy0), cols = rows * g->ow, ld;
+        const float *b = conv_cols(g, x, oy0, rows, col, &ld);
+        for (int gi = 0; gi < g->p.groups; gi++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->ocg, (int)cols,
+                        (int)g->kdim, 1.0f, j->w + gi * g->ocg * g->kdim, (int)g->kdim,
+                        b + gi * g->kdim * ld, (int)ld, j->bias ? 1.0f : 0.0f,
+                        y + gi * g->ocg * ohw + oy0 * g->ow, (int)ohw);
+    }
+}
+
+/* gx_n [C, H, W] += col2im(W^T gy_n) for one chunk; pointwise, straight
+ * into gx_n. */
+static void conv_input_grad(const conv_job *j, const float *gy, float *gx, int64_t oy0,
+                            int64_t rows, float *col)
+{
+    const conv_geom *g = &j->g;
+    int64_t ohw = g->oh * g->ow, cols = rows * g->ow;
+    float *dst = g->pointwise ? gx + oy0 * g->ow : col;
+    int64_t ld = g->pointwise ? ohw : cols;
+    for (int gi = 0; gi < g->p.groups; gi++)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g->kdim, (int)cols,
+                    (int)g->ocg, 1.0f, j->w + gi * g->ocg * g->kdim, (int)g->kdim,
+                    gy + gi * g->ocg * ohw + oy0 * g->ow, (int)ohw, g->pointwise ? 1.0f : 0.0f,
+                    dst + gi * g->kdim * ld, (int)ld);
+    if (!g->pointwise)
+        col2im(g, gx, oy0, rows, col);
+}
+
+/* Per chunk: gW [OC, C/G KH KW] += gy_n col^T and gx_n += col2im(W^T gy_n). */
+static void conv_backward_image(const conv_job *j, int64_t n, int slot)
+{
+    const conv_geom *g = &j->g;
+    int64_t ohw = g->oh * g->ow, wnumel = g->oc * g->kdim;
+    const float *x = j->x + n * g->c * g->h * g->w, *gy = j->gy + n * g->oc * ohw;
+    float *gx = j->gx ? j->gx + n * g->c * g->h * g->w : NULL;
+    float *col = j->col + slot * col_floats(g);
+    for (int64_t oy0 = 0; oy0 < g->oh; oy0 += g->rows) {
+        int64_t rows = min64(g->rows, g->oh - oy0), cols = rows * g->ow, ld;
+        if (j->gw) {
+            const float *b = conv_cols(g, x, oy0, rows, col, &ld);
+            for (int gi = 0; gi < g->p.groups; gi++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->ocg, (int)g->kdim,
+                            (int)cols, 1.0f, gy + gi * g->ocg * ohw + oy0 * g->ow, (int)ohw,
+                            b + gi * g->kdim * ld, (int)ld, 1.0f,
+                            j->gw + slot * wnumel + gi * g->ocg * g->kdim, (int)g->kdim);
+        }
+        if (gx)
+            conv_input_grad(j, gy, gx, oy0, rows, col);
+    }
+}
+
+static void conv_forward_range(const void *arg, int slot, int64_t n0, int64_t n1)
+{
+    for (int64_t n = n0; n < n1; n++)
+        conv_forward_image(arg, n, slot);
+}
+
+static void conv_backward_range(const void *arg, int slot, int64_t n0, int64_t n1)
+{
+    for (int64_t n = n0; n < n1; n++)
+        conv_backward_image(arg, n, slot);
+}
+
+/* gb [OC] += the sum of gy [N, OC, OH OW] over images and pixels; channels
+ * in parallel, each summed in a fixed order. */
+static void conv_bias_grad(const conv_geom *g, const float *gy, float *gb)
+{
+    int64_t ohw = g->oh * g->ow;
+#pragma omp parallel for schedule(static) if (g->n * g->oc * ohw > SC_CPU_PAR_MIN)
+    for (int64_t o = 0; o < g->oc; o++) {
+        float acc = 0.0f;
+        for (int64_t n = 0; n < g->n; n++) {
+            const float *row = gy + (n * g->oc + o) * ohw;
+            float part = 0.0f;
+#pragma omp simd reduction(+ : part)
+            for (int64_t i = 0; i < ohw; i++)
+                part += row[i];
+            acc += part;
+        }
+        gb[o] += acc;
+    }
+}
+
+static sc_wino_shape wino_shape_of(const conv_geom *g)
+{
+    return (sc_wino_shape){g->n, g->c, g->h, g->w, g->oc, g->oh, g->ow, g->p.padding[0],
+                           g->p.padding[1]};
+}
+
+/* ---------------------------------------------------------------------
+ * Kernels. */
+
+static sc_status conv2d_forward(sc_node *node)
+{
+    conv_job j = {.g = conv_geom_of(node)};
+    j.x = sc_tensor_f32(node->in[0]);
+    j.w = sc_tensor_f32(node->in[1]);
+    j.bias = node->n_inputs > 2 ? sc_tensor_f32(node->in[2]) : NULL;
+    j.y = sc_tensor_f32(node->out);
+    if (j.g.winograd) {
+        sc_wino_shape s = wino_shape_of(&j.g);
+        return sc_wino_forward(node->ctx, &s, j.x, j.w, j.bias, j.y);
+    }
+    j.slots = sc_conv_slots(j.g.n);
+    j.col = sc_ctx_alloc(node->ctx, (size_t)(j.slots * col_floats(&j.g)) * sizeof(float));
+    if (!j.col)
+        return SC_ERR_NOMEM;
+    sc_conv_split(j.g.n, j.slots, conv_forward_range, &j);
+    return SC_OK;
+}
+
+/* gx and gw through im2col; with several slots, gw sums in zeroed per-slot
+ * partials first. */
+static sc_status conv_backward_im2col(conv_job *j, sc_ctx *ctx, float *gw)
+{
+    int64_t wnumel = j->g.oc * j->g.kdim;
+    j->slots = sc_conv_slots(j->g.n);
+    j->col = sc_ctx_alloc(ctx, (size_t)(j->slots * col_floats(&j->g)) * sizeof(float));
+    j->gw = gw && j->slots > 1 ? sc_ctx_alloc(ctx, (size_t)(j->slots * wnumel) * sizeof(float))
+                               : gw;
+    if (!j->col || (gw && !j->gw))
+        return SC_ERR_NOMEM;
+    if (gw && j->slots > 1)
+        memset(j->gw, 0, (size_t)(j->slots * wnumel) * sizeof(float));
+    sc_conv_split(j->g.n, j->slots, conv_backward_range, j);
+    if (gw && j->slots > 1)
+        sc_conv_sum_partials(gw, j->gw, j->slots, wnumel);
+    return SC_OK;
+}
+
+static sc_status conv2d_backward(sc_node *node, const sc_tensor *gy, sc_tensor *const *gin)
+{
+    float *gw = gin[1] ? sc_tensor_f32(gin[1]) : NULL;
+    float *gb = node->n_inputs > 2 && gin[2] ? sc_tensor_f32(gin[2]) : NULL;
+    conv_job j = {.g = conv_geom_of(node)};
+    j.x = sc_tensor_f32(node->in[0]);
+    j.w = sc_tensor_f32(node->in[1]);
+    j.gy = sc_tensor_f32(gy);
+    j.gx = gin[0] ? sc_tensor_f32(gin[0]) : NULL;
+    if (gb)
+        conv_bias_grad(&j.g, j.gy, gb);
+    if (!j.gx && !gw)
+        return SC_OK;
+    if (j.g.winograd) {
+        sc_wino_shape s = wino_shape_of(&j.g);
+        return sc_wino_backward(node->ctx, &s, j.x, j.w, j.gy, j.gx, gw);
+    }
+    return conv_backward_im2col(&j, node->ctx, gw);
+}
+
+const sc_kernel sc_cpu_kernel_conv2d = {conv2d_forward, conv2d_backward};

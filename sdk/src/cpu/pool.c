@@ -1,0 +1,223 @@
+/* CPU kernels for max, average and global average pooling. Planes (one
+ * image's channel) run in parallel and each is written by one thread, so
+ * results do not depend on the thread count. Max pooling saves the flat
+ * index of each window's maximum (i32, within its plane) for backward. */
+#include <math.h>
+
+#include "cpu.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+typedef struct pool_geom {
+    int64_t planes, h, w, oh, ow; /* x [planes, H, W] -> y [planes, OH, OW] */
+    sc_pool2d_params p;
+    bool pairs; /* 2x2 windows, stride 2, no padding */
+} pool_geom;
+
+static pool_geom pool_geom_of(const sc_node *node)
+{
+    const sc_tensor *x = node->in[0], *y = node->out;
+    const sc_pool2d_params *p = &node->params.pool2d;
+    bool pairs = true;
+    for (int d = 0; d < 2; d++)
+        pairs = pairs && p->kernel[d] == 2 && p->stride[d] == 2 && p->padding[d] == 0;
+    return (pool_geom){x->shape[0] * x->shape[1], x->shape[2], x->shape[3], y->shape[2],
+                       y->shape[3], *p, pairs};
+}
+
+/* The input span [*lo, *hi) under output o's window along one axis;
+ * padding clipped away. */
+ALWAYS_INLINE void window_span(int64_t o, int kernel, int stride, int pad, int64_t len,
+                               int64_t *lo, int64_t *hi)
+{
+    int64_t start = o * stride - pad, end = start + kernel;
+    *lo = start < 0 ? 0 : start;
+    *hi = end < len ? end : len;
+}
+
+/* The window rows [y0, y1) by columns [x0, x1) of a plane of width w. */
+typedef struct window {
+    int64_t y0, y1, x0, x1, w;
+} window;
+
+/* Keeps v at index i when it beats *best; a NaN wins (as in PyTorch).
+ * Selects with bit masks, never a branch, even in the loop's scalar tail:
+ * on real data the comparison is a coin flip. */
+ALWAYS_INLINE void max_take(float *best, int32_t *arg, float v, int32_t i)
+{
+    union { float f; uint32_t u; } nv = {v}, old = {*best};
+    uint32_t take = 0u - (uint32_t)((v > *best) | isnan(v));
+    old.u = (nv.u & take) | (old.u & ~take);
+    *best = old.f;
+    *arg = (int32_t)(((uint32_t)i & take) | ((uint32_t)*arg & ~take));
+}
+
+/* The max of the window and its flat index. */
+static float window_max(const float *restrict x, window b, int32_t *at)
+{
+    float best = -INFINITY;
+    int32_t arg = (int32_t)(b.y0 * b.w + b.x0);
+    for (int64_t iy = b.y0; iy < b.y1; iy++)
+        for (int64_t ix = b.x0; ix < b.x1; ix++)
+            max_take(&best, &arg, x[iy * b.w + ix], (int32_t)(iy * b.w + ix));
+    *at = arg;
+    return best;
+}
+
+/* One plane through 2x2 windows at stride 2 without padding (the usual
+ * pooling), in a loop over output columns that vectorises. */
+static void max_pool_2x2(const float *restrict x, int64_t w, float *restrict y,
+                         int32_t *restrict arg, int64_t oh, int64_t ow)
+{
+    for (int64_t oy = 0; oy < oh; oy++) {
+        const float *r0 = x + 2 * oy * w, *r1 = r0 + w;
+        int32_t top = (int32_t)(2 * oy * w), bottom = top + (int32_t)w;
+#pragma omp simd
+        for (int64_t ox = 0; ox < ow; ox++) {
+            int32_t j = 2 * (int32_t)ox, at = top + j;
+            float best = r0[2 * ox];
+            max_take(&best, &at, r0[2 * ox + 1], top + j + 1);
+            max_take(&best, &at, r1[2 * ox], bottom + j);
+            max_take(&best, &at, r1[2 * ox + 1], bottom + j + 1);
+            y[oy * ow + ox] = best;
+            arg[oy * ow + ox] = at;
+        }
+    }
+}
+
+static float window_sum(const float *restrict x, window b)
+{
+    float acc = 0.0f;
+    for (int64_t iy = b.y0; iy < b.y1; iy++)
+        for (int64_t ix = b.x0; ix < b.x1; ix++)
+            acc += x[iy * b.w + ix];
+    return acc;
+}
+
+static void window_add(float *restrict x, window b, float v)
+{
+    for (int64_t iy = b.y0; iy < b.y1; iy++)
+        for (int64_t ix = b.x0; ix < b.x1; ix++)
+            x[iy * b.w + ix] += v;
+}
+
+typedef enum pool_mode { POOL_MAX, POOL_AVG, POOL_AVG_BACKWARD } pool_mode;
+
+/* One plane: y [OH, OW] = the max (with arg) or mean of x [H, W] under each
+ * window; or, backward, each window of x += y / (KH KW). Average pooling
+ * counts the padding (count_include_pad). */
+ALWAYS_INLINE void pool_plane(const pool_geom *g, pool_mode mode, float *x, float *y,
+                              int32_t *arg)
+{
+    const sc_pool2d_params *p = &g->p;
+    float inv = 1.0f / (float)(p->kernel[0] * p->kernel[1]);
+    if (mode == POOL_MAX && g->pairs) {
+        max_pool_2x2(x, g->w, y, arg, g->oh, g->ow);
+        return;
+    }
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        window b = {.w = g->w};
+        window_span(oy, p->kernel[0], p->stride[0], p->padding[0], g->h, &b.y0, &b.y1);
+        for (int64_t ox = 0; ox < g->ow; ox++) {
+            window_span(ox, p->kernel[1], p->stride[1], p->padding[1], g->w, &b.x0, &b.x1);
+            int64_t o = oy * g->ow + ox;
+            if (mode == POOL_MAX)
+                y[o] = window_max(x, b, &arg[o]);
+            else if (mode == POOL_AVG)
+                y[o] = window_sum(x, b) * inv;
+            else
+                window_add(x, b, y[o] * inv);
+        }
+    }
+}
+
+/* Runs pool_plane on every plane, in parallel; x and y are whole tensors. */
+ALWAYS_INLINE void pool_planes(const pool_geom *g, pool_mode mode, float *x, float *y,
+                               int32_t *arg)
+{
+    int64_t in = g->h * g->w, out = g->oh * g->ow;
+#pragma omp parallel for schedule(static) if (g->planes * in > SC_CPU_PAR_MIN)
+    for (int64_t c = 0; c < g->planes; c++)
+        pool_plane(g, mode, x + c * in, y + c * out, arg ? arg + c * out : NULL);
+}
+
+static sc_status max_pool2d_forward(sc_node *node)
+{
+    sc_tensor *arg = sc_tensor_new(node->ctx, SC_I32, node->out->ndim, node->out->shape);
+    if (!arg)
+        return SC_ERR_NOMEM;
+    node->saved[0] = arg;
+    pool_geom g = pool_geom_of(node);
+    pool_planes(&g, POOL_MAX, sc_tensor_f32(node->in[0]), sc_tensor_f32(node->out), arg->data);
+    return SC_OK;
+}
+
+/* gx [planes, H, W] at each window's max += gy [planes, OH, OW] */
+static sc_status max_pool2d_backward(sc_node *node, const sc_tensor *gy,
+                                     sc_tensor *const *gin)
+{
+    pool_geom g = pool_geom_of(node);
+    int64_t in = g.h * g.w, out = g.oh * g.ow;
+    const int32_t *arg = node->saved[0]->data;
+    const float *gyd = sc_tensor_f32(gy);
+    float *gx = sc_tensor_f32(gin[0]);
+#pragma omp parallel for schedule(static) if (g.planes * in > SC_CPU_PAR_MIN)
+    for (int64_t c = 0; c < g.planes; c++)
+        for (int64_t o = 0; o < out; o++)
+            gx[c * in + arg[c * out + o]] += gyd[c * out + o];
+    return SC_OK;
+}
+
+static sc_status avg_pool2d_forward(sc_node *node)
+{
+    pool_geom g = pool_geom_of(node);
+    pool_planes(&g, POOL_AVG, sc_tensor_f32(node->in[0]), sc_tensor_f32(node->out), NULL);
+    return SC_OK;
+}
+
+static sc_status avg_pool2d_backward(sc_node *node, const sc_tensor *gy,
+                                     sc_tensor *const *gin)
+{
+    pool_geom g = pool_geom_of(node);
+    pool_planes(&g, POOL_AVG_BACKWARD, sc_tensor_f32(gin[0]), sc_tensor_f32(gy), NULL);
+    return SC_OK;
+}
+
+/* y [N, C] = the mean of each plane of x [N, C, H, W] */
+static sc_status global_avg_pool_forward(sc_node *node)
+{
+    const sc_tensor *xt = node->in[0];
+    int64_t planes = node->out->numel, hw = xt->shape[2] * xt->shape[3];
+    const float *x = sc_tensor_f32(xt);
+    float *y = sc_tensor_f32(node->out), inv = 1.0f / (float)hw;
+#pragma omp parallel for schedule(static) if (xt->numel > SC_CPU_PAR_MIN)
+    for (int64_t c = 0; c < planes; c++) {
+        float acc = 0.0f;
+        for (int64_t i = 0; i < hw; i++)
+            acc += x[c * hw + i];
+        y[c] = acc * inv;
+    }
+    return SC_OK;
+}
+
+/* gx [N, C, H, W] += gy [N, C] / (H W) */
+static sc_status global_avg_pool_backward(sc_node *node, const sc_tensor *gy,
+                                          sc_tensor *const *gin)
+{
+    const sc_tensor *xt = node->in[0];
+    int64_t planes = gy->numel, hw = xt->shape[2] * xt->shape[3];
+    const float *g = sc_tensor_f32(gy);
+    float *gx = sc_tensor_f32(gin[0]), inv = 1.0f / (float)hw;
+#pragma omp parallel for schedule(static) if (xt->numel > SC_CPU_PAR_MIN)
+    for (int64_t c = 0; c < planes; c++) {
+        float v = g[c] * inv;
+        for (int64_t i = 0; i < hw; i++)
+            gx[c * hw + i] += v;
+    }
+    return SC_OK;
+}
+
+const sc_kernel sc_cpu_kernel_max_pool2d = {max_pool2d_forward, max_pool2d_backward};
+const sc_kernel sc_cpu_kernel_avg_pool2d = {avg_pool2d_forward, avg_pool2d_backward};
+const sc_kernel sc_cpu_kernel_global_avg_pool = {global_avg_pool_forward,
+                                                 global_avg_pool_backward};

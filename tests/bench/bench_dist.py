@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+"""Data parallelism on the CPU: the time per step spent waiting on
+communication, as a fraction of the step, under mpirun -np 2, with one
+process on the same cores alongside (medians of several runs).
+
+    tests/bench/bench_dist.py --build build [--runs 5] [--steps 190]
+
+Trains the MLP (784-256-128-10, 235k parameters, 0.9 MiB of gradients per
+step) on Fashion-MNIST with Adam. "comm" is metrics.jsonl's comm_s: time
+blocked in collectives (the per-step status checks and whatever of the
+gradient allreduce backward did not hide), over the train phase's time_s.
+Each rank gets cores/2 compute threads; one process gets them all. Needs
+Open MPI's mpirun and the dataset-fashion-mnist package.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+DATA = "/usr/share/datasets/fashion-mnist"
+MPIRUN = ["--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+          "--mca", "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism", "none"]
+
+
+def train_record(build, args, ranks, batch, bucket_mb):
+    """The train phase's metrics.jsonl record of one run."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = os.path.join(tmp, "run")
+        cmd = [f"{build}/host/scorch-train", "--model", f"{build}/plugins/mlp.so",
+               "--model-args", "hidden=256:128", "--dataset", f"{build}/plugins/fashion_mnist.so",
+               "--dataset-path", DATA, "--epochs", "1", "--batch-size", str(batch),
+               "--max-train-iterations", str(args.steps), "--max-valid-iterations", "1",
+               "--max-test-iterations", "1", "--workers", "1", "--bucket-mb", str(bucket_mb),
+               "--run-dir", run_dir, "--quiet"]
+        if ranks > 1:
+            threads = max(1, os.cpu_count() // ranks)
+            cmd = [args.mpirun, *MPIRUN, "-x", f"OMP_NUM_THREADS={threads}",
+                   "-np", str(ranks), *cmd]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            for line in f:
+                record = json.loads(line)
+                if record.get("phase") == "train":
+                    return record
+    raise RuntimeError("scorch-train wrote no train record")
+
+
+def summary(records):
+    """Medians of ms per step, ms of it in communication, that share, and
+    samples/s;
+    "step" counts the steps taken (fewer than --steps in a shorter epoch)."""
+    step_ms = statistics.median(1e3 * r["time_s"] / r["step"] for r in records)
+    comm_ms = statistics.median(1e3 * r["comm_s"] / r["step"] for r in records)
+    share = statistics.median(r["comm_s"] / r["time_s"] for r in records)
+    rate = statistics.median(r["samples_per_s"] for r in records)
+    return step_ms, comm_ms, share, rate
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=190)
+    args = parser.parse_args()
+    args.mpirun = shutil.which("mpirun")
+    if not args.mpirun:
+        print("bench_dist: mpirun is missing (openmpi-bin)", file=sys.stderr)
+        return 77  # meson's "skipped"
+    print(f"data parallel on {os.cpu_count()} cores: MLP 784-256-128-10, Fashion-MNIST, "
+          f"Adam, {args.steps} steps, median of {args.runs} alternating runs")
+    print(f"{'setup':28}{'ms/step':>9}{'comm ms':>9}{'comm %':>8}{'samples/s':>11}")
+    # --bucket-mb 25 makes one bucket of all 0.9 MiB, which can only start
+    # once backward is done; 0.25 makes two (fc1.weight, and the rest), the
+    # second sent while backward computes fc1's gradient.
+    setups = [("1 process, batch 128", 1, 128, 25),
+              ("2 ranks x 64, 1 bucket", 2, 64, 25),
+              ("2 ranks x 64, 2 buckets", 2, 64, 0.25),
+              ("1 process, batch 256", 1, 256, 25),
+              ("2 ranks x 128, 1 bucket", 2, 128, 25),
+              ("2 ranks x 128, 2 buckets", 2, 128, 0.25)]
+    # Alternating runs, so that a busy spell of the machine hits every setup.
+    records = {name: [] for name, *_ in setups}
+    for _ in range(args.runs):
+        for name, ranks, batch, bucket_mb in setups:
+            records[name].append(train_record(args.build, args, ranks, batch, bucket_mb))
+    for name, *_ in setups:
+        step_ms, comm_ms, share, rate = summary(records[name])
+        print(f"{name:28}{step_ms:9.3f}{comm_ms:9.3f}{100 * share:7.1f}%"
+              f"{rate:11.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

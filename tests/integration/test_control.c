@@ -1,0 +1,664 @@
+/* Integration tests of issue 6 with the real binaries: live control
+ * through scorch-ctl, signals, hook actions and refusals, the hooks'
+ * checkpoint state, the samples early_stopping and warmup, and --device.
+ *
+ * A run is held at a known step by ctl_hooks' gate (a batch_begin hook
+ * that waits until its user function open_gate is called through
+ * scorch-ctl), and requests are known to be queued from `status`'s
+ * queued=N: the tests synchronise through the control socket, never by
+ * sleeping a guessed time. The synthetic runs have 32 steps per epoch. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+enum { PATH = 4096, DIR = 64, MAX_ARGS = 48, GATE_STEP = 5 };
+
+typedef struct bins {
+    char train[PATH], ctl[PATH], mlp[PATH], synthetic[PATH];
+} bins;
+
+static bins bin(void)
+{
+    bins b;
+    build_path(b.train, PATH, "host/scorch-train");
+    build_path(b.ctl, PATH, "host/scorch-ctl");
+    build_path(b.mlp, PATH, "plugins/mlp.so");
+    build_path(b.synthetic, PATH, "plugins/synthetic.so");
+    return b;
+}
+
+static const char *env_path(const char *name)
+{
+    const char *p = getenv(name);
+    cr_assert(p, "%s is not set", name);
+    return p;
+}
+
+static const char *fixture(const char *name)
+{
+    static char path[PATH];
+    char rel[128];
+    snprintf(rel, sizeof rel, "tests/fixtures/%s.so", name);
+    build_path(path, PATH, rel);
+    return path;
+}
+
+/* ---- running programs ---- */
+
+/* A program running in the background, its output going to files. */
+typedef struct proc {
+    pid_t pid;
+    char out[64], err[64];
+} proc;
+
+/* Starts argv with the NULL-terminated "NAME=value" list env added. */
+static proc spawn(const char *const *argv, const char *const *env)
+{
+    proc p;
+    strcpy(p.out, "/tmp/scorch-ctl-out-XXXXXX");
+    strcpy(p.err, "/tmp/scorch-ctl-err-XXXXXX");
+    int out = mkstemp(p.out), err = mkstemp(p.err);
+    cr_assert(out >= 0 && err >= 0);
+    p.pid = fork();
+    cr_assert(p.pid >= 0);
+    if (p.pid == 0) {
+        dup2(out, STDOUT_FILENO);
+        dup2(err, STDERR_FILENO);
+        for (; env && *env; env++) {
+            const char *eq = strchr(*env, '=');
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)(eq - *env), *env);
+            setenv(name, eq + 1, 1);
+        }
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(out);
+    close(err);
+    return p;
+}
+
+/* Waits for p; *raw gets waitpid's status when not NULL. */
+static run_result finish_raw(proc *p, int *raw)
+{
+    int status = 0;
+    cr_assert_eq(waitpid(p->pid, &status, 0), p->pid);
+    if (raw)
+        *raw = status;
+    run_result r = {
+        .status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+        .out = read_text(p->out),
+        .err = read_text(p->err),
+    };
+    unlink(p->out);
+    unlink(p->err);
+    return r;
+}
+
+static run_result finish(proc *p) { return finish_raw(p, NULL); }
+
+static void expect_ok(const run_result *r)
+{
+    cr_assert_eq(r->status, 0, "exit %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
+}
+
+/* scorch-train on the synthetic blobs with ctl_hooks, plus extra. */
+static proc start_train(const char *run_dir, int epochs, const char *const *extra,
+                        const char *const *env)
+{
+    static bins b;
+    b = bin();
+    static char epochs_arg[16];
+    snprintf(epochs_arg, sizeof epochs_arg, "%d", epochs);
+    const char *argv[MAX_ARGS] = {b.train, "--model", b.mlp, "--model-args", "hidden=32",
+                                  "--dataset", b.synthetic, "--batch-size", "64",
+                                  "--epochs", epochs_arg, "--run-dir", run_dir,
+                                  "--workers", "2", "--seed", "7", "--keep-last", "20",
+                                  "--hooks", env_path("SCORCH_CTL_HOOKS")};
+    int n = 21;
+    for (; extra && *extra && n < MAX_ARGS - 1; extra++)
+        argv[n++] = *extra;
+    argv[n] = NULL;
+    return spawn(argv, env);
+}
+
+static run_result train(const char *run_dir, int epochs, const char *const *extra,
+                        const char *const *env)
+{
+    proc p = start_train(run_dir, epochs, extra, env);
+    return finish(&p);
+}
+
+/* scorch-ctl RUN_DIR cmd [arg]. */
+static run_result ctl(const char *run_dir, const char *cmd, const char *arg)
+{
+    bins b = bin();
+    const char *argv[] = {b.ctl, run_dir, cmd, arg, NULL};
+    return run_program(argv, NULL);
+}
+
+static proc ctl_start(const char *run_dir, const char *cmd, const char *arg)
+{
+    static bins b;
+    b = bin();
+    const char *argv[] = {b.ctl, run_dir, cmd, arg, NULL};
+    return spawn(argv, NULL);
+}
+
+static void pause_briefly(void) { nanosleep(&(struct timespec){0, 2000000}, NULL); }
+
+/* Asks `cmd arg` until it answers want (exactly, or as a part with
+ * `part`); a minute at most. */
+static void await_answer(const char *run_dir, const char *cmd, const char *arg,
+                         const char *want, bool part)
+{
+    for (int tries = 0;; tries++) {
+        run_result r = ctl(run_dir, cmd, arg);
+        bool got = r.status == 0 && (part ? strstr(r.out, want) != NULL
+                                          : strcmp(r.out, want) == 0);
+        cr_assert(got || tries < 30000, "'%s' never answered '%s': %s%s", cmd, want, r.out,
+                  r.err);
+        run_result_free(&r);
+        if (got)
+            return;
+        pause_briefly();
+    }
+}
+
+/* The run holds at batch_begin of step GATE_STEP. */
+static void await_gate(const char *run_dir)
+{
+    await_answer(run_dir, "call", "gate_state", "waiting\n", false);
+}
+
+static void open_gate(const char *run_dir)
+{
+    run_result r = ctl(run_dir, "call", "open_gate");
+    expect_ok(&r);
+    run_result_free(&r);
+}
+
+/* Sends cmd while the run waits at the gate; the run serves it at the
+ * boundary after that step (step GATE_STEP + 1). The answer's text. */
+static char *ask_at_gate(const char *run_dir, const char *cmd, const char *arg)
+{
+    await_gate(run_dir);
+    proc c = ctl_start(run_dir, cmd, arg);
+    await_answer(run_dir, "status", NULL, "queued=1", true);
+    open_gate(run_dir);
+    run_result r = finish(&c);
+    expect_ok(&r);
+    free(r.err);
+    return r.out;
+}
+
+static const char *const GATED[] = {"CTL_GATE_AT_STEP=5", NULL};
+static const char *const GATED_LOG[] = {"CTL_GATE_AT_STEP=5", "CTL_LOG=1", NULL};
+
+/* ---- what the run leaves ---- */
+
+static char *run_file(const char *dir, const char *name)
+{
+    static char path[PATH];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return path;
+}
+
+static bool has_checkpoint(const char *dir, int epoch, int step)
+{
+    char name[96];
+    snprintf(name, sizeof name, "checkpoints/epoch-%04d-step-%09d.ckpt", epoch, step);
+    return access(run_file(dir, name), R_OK) == 0;
+}
+
+/* The scalar `tag` a hook logged at `step`; NaN when absent. */
+static double scalar_of(const char *dir, const char *tag, long long step)
+{
+    char want[160];
+    snprintf(want, sizeof want, "\"step\":%lld,\"tag\":\"%s\",\"value\":", step, tag);
+    char *text = read_text(run_file(dir, "metrics.jsonl"));
+    const char *at = text ? strstr(text, want) : NULL;
+    double v = at ? strtod(at + strlen(want), NULL) : NAN;
+    free(text);
+    return v;
+}
+
+static void expect_close(double got, double want, const char *what)
+{
+    cr_expect(fabs(got - want) <= 1e-7 * fabs(want), "%s: %.9g, not %.9g", what, got, want);
+}
+
+/* A straight run of `epochs` into a fresh directory, for comparisons. */
+static void straight_run(char *dir, int epochs)
+{
+    temp_dir(dir, DIR);
+    run_result r = train(dir, epochs, NULL, NULL);
+    expect_ok(&r);
+    run_result_free(&r);
+}
+
+static void expect_same_weights(const char *a, const char *b)
+{
+    char last_a[PATH], last_b[PATH];
+    snprintf(last_a, PATH, "%s/checkpoints/last.ckpt", a);
+    snprintf(last_b, PATH, "%s/checkpoints/last.ckpt", b);
+    cr_expect(same_params(last_a, last_b), "%s and %s end with different weights", a, b);
+}
+
+/* Resumes dir to 2 epochs and expects the straight run's weights. */
+static void expect_resume_is_exact(const char *dir)
+{
+    char straight[DIR];
+    straight_run(straight, 2);
+    run_result r = train(dir, 2, (const char *[]){"--resume", NULL}, NULL);
+    expect_ok(&r);
+    run_result_free(&r);
+    expect_same_weights(straight, dir);
+}
+
+/* ---- live control ---- */
+
+Test(control, pause_holds_and_resume_gives_the_same_result)
+{
+    char straight[DIR], dir[DIR];
+    straight_run(straight, 2);
+    temp_dir(dir, sizeof dir);
+    proc run = start_train(dir, 2, NULL, GATED);
+    char *answer = ask_at_gate(dir, "pause", NULL);
+    cr_expect_str_eq(answer, "paused at epoch 1, step 6\n");
+    free(answer);
+    run_result s1 = ctl(dir, "status", NULL), s2 = ctl(dir, "status", NULL);
+    expect_ok(&s1);
+    cr_expect(strstr(s1.out, " step=6 ") && strstr(s1.out, "paused=yes"), "%s", s1.out);
+    cr_expect_str_eq(s1.out, s2.out, "the step moved while paused");
+    run_result_free(&s1);
+    run_result_free(&s2);
+
+    /* A paused run still serves what needs no training. */
+    static const struct {
+        const char *cmd, *arg, *want;
+    } served[] = {
+        {"save", NULL, "checkpoint written at epoch 1, step 6\n"},
+        {"validate", NULL, "valid_extra at epoch 1, step 6: accuracy "},
+        {"test", NULL, "test_extra at epoch 1, step 6: accuracy "},
+        {"call", "greet", "hello, nobody\n"},
+        {"status", NULL, "paused=yes"},
+    };
+    for (size_t i = 0; i < sizeof served / sizeof served[0]; i++) {
+        run_result r = ctl(dir, served[i].cmd, served[i].arg);
+        expect_ok(&r);
+        cr_expect(strstr(r.out, served[i].want), "%s: %s", served[i].cmd, r.out);
+        run_result_free(&r);
+    }
+    run_result r = ctl(dir, "set-lr", "1e7"); /* refused, and the run goes on */
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.err, "lr 1e+07 is out of range (0 < lr < 1e6)"), "%s", r.err);
+    run_result_free(&r);
+    r = ctl(dir, "resume", NULL);
+    expect_ok(&r);
+    cr_expect_str_eq(r.out, "resumed\n");
+    run_result_free(&r);
+    r = finish(&run);
+    expect_ok(&r);
+    run_result_free(&r);
+    cr_expect(has_checkpoint(dir, 1, 6), "save wrote no checkpoint");
+    cr_expect_eq(metric_of(dir, 1, "valid_extra", "step"), 6);
+    cr_expect_eq(metric_of(dir, 1, "test_extra", "step"), 6);
+    cr_expect_eq(metric_of(dir, 2, "valid", "loss"), metric_of(straight, 2, "valid", "loss"));
+    expect_same_weights(straight, dir);
+    cr_expect_neq(access(run_file(dir, "control.sock"), F_OK), 0, "the socket was left behind");
+}
+
+Test(control, set_lr_changes_the_next_steps_lr)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    proc run = start_train(dir, 1, (const char *[]){"--lr", "0.001", NULL}, GATED_LOG);
+    char *answer = ask_at_gate(dir, "set-lr", "0.05");
+    cr_expect_str_eq(answer, "base lr 0.05 from step 7\n");
+    free(answer);
+    run_result r = finish(&run);
+    expect_ok(&r);
+    run_result_free(&r);
+    expect_close(scalar_of(dir, "lr", 6), 0.001, "the 6th step's lr");
+    expect_close(scalar_of(dir, "lr", 7), 0.05, "the 7th step's lr");
+    expect_close(metric_of(dir, 1, "train", "lr"), 0.05, "the epoch's last lr");
+}
+
+Test(control, stop_checkpoints_exits_cleanly_and_resume_is_exact)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    proc run = start_train(dir, 2, NULL, GATED);
+    free(ask_at_gate(dir, "pause", NULL)); /* a stop also ends a pause */
+    run_result r = ctl(dir, "stop", NULL);
+    expect_ok(&r);
+    cr_expect(strstr(r.out, "stopped by scorch-ctl at epoch 1, step 6, after writing a "
+                            "checkpoint"), "%s", r.out);
+    run_result_free(&r);
+    r = finish(&run);
+    expect_ok(&r);
+    run_result_free(&r);
+    cr_expect(has_checkpoint(dir, 1, 6));
+    cr_expect(isnan(metric_of(dir, 1, "test", "loss")), "a stopped run ran its test pass");
+    expect_resume_is_exact(dir);
+}
+
+Test(control, bad_commands_and_absent_runs_are_refused)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    run_result r = ctl(dir, "status", NULL);
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.err, "control.sock does not exist: no scorch-train is running"), "%s",
+              r.err);
+    run_result_free(&r);
+    proc run = start_train(dir, 1, NULL, GATED);
+    await_gate(dir);
+    static const struct {
+        const char *cmd, *arg, *want;
+    } bad[] = {
+        {"pasue", NULL, "scorch-ctl: unknown command 'pasue' (did you mean 'pause'?)\n"},
+        {"set-lr", "-3", "scorch-ctl: set-lr needs a positive number, not '-3'\n"},
+        {"call", "nothing", "scorch-ctl: no user function 'nothing' (the run has: "},
+        {"call", "greet nom=x", "unknown"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        r = ctl(dir, bad[i].cmd, bad[i].arg);
+        cr_expect_eq(r.status, 1, "%s", bad[i].cmd);
+        cr_expect(strstr(r.err, bad[i].want), "%s: %s", bad[i].cmd, r.err);
+        run_result_free(&r);
+    }
+    open_gate(dir);
+    r = finish(&run);
+    expect_ok(&r);
+    run_result_free(&r);
+    bins b = bin();
+    r = run_program((const char *[]){b.ctl, dir, NULL}, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "Usage: scorch-ctl RUN_DIR COMMAND"), "%s", r.err);
+    run_result_free(&r);
+}
+
+/* ---- signals ---- */
+
+Test(signals, sigterm_stops_after_the_batch_with_a_checkpoint)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    proc run = start_train(dir, 2, NULL, GATED);
+    await_gate(dir);
+    cr_assert_eq(kill(run.pid, SIGTERM), 0);
+    open_gate(dir);
+    run_result r = finish(&run);
+    cr_expect_eq(r.status, 130, "exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.out, "stopped by a signal at epoch 1, step 6"), "%s", r.out);
+    run_result_free(&r);
+    cr_expect(has_checkpoint(dir, 1, 6));
+    expect_resume_is_exact(dir);
+}
+
+Test(signals, sigusr1_writes_a_checkpoint_and_training_goes_on)
+{
+    char straight[DIR], dir[DIR];
+    straight_run(straight, 2);
+    temp_dir(dir, sizeof dir);
+    proc run = start_train(dir, 2, NULL, GATED);
+    await_gate(dir);
+    cr_assert_eq(kill(run.pid, SIGUSR1), 0);
+    open_gate(dir);
+    run_result r = finish(&run);
+    expect_ok(&r);
+    run_result_free(&r);
+    cr_expect(has_checkpoint(dir, 1, 6), "SIGUSR1 wrote no checkpoint");
+    cr_expect(!isnan(metric_of(dir, 2, "test", "loss")), "training did not go on");
+    expect_same_weights(straight, dir);
+}
+
+/* Whether pid still catches SIGINT (its SigCgt mask in /proc). */
+static bool catches_sigint(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    unsigned long long mask = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "SigCgt: %llx", &mask) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return mask & (1ull << (SIGINT - 1));
+}
+
+Test(signals, a_second_sigint_exits_at_once_and_the_stale_socket_is_replaced)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    proc run = start_train(dir, 1, (const char *[]){"--checkpoint-every", "2", NULL}, GATED);
+    await_gate(dir);
+    cr_assert_eq(kill(run.pid, SIGINT), 0);
+    /* The first SIGINT's handler gives SIGINT back to the default action. */
+    for (int tries = 0; catches_sigint(run.pid); tries++) {
+        cr_assert_lt(tries, 30000, "the first SIGINT was not handled");
+        pause_briefly();
+    }
+    cr_assert_eq(kill(run.pid, SIGINT), 0);
+    int raw;
+    run_result r = finish_raw(&run, &raw);
+    cr_expect(WIFSIGNALED(raw) && WTERMSIG(raw) == SIGINT, "exit %d", r.status);
+    run_result_free(&r);
+    cr_expect(!has_checkpoint(dir, 1, 6), "the gated batch finished");
+    cr_expect_eq(access(run_file(dir, "control.sock"), F_OK), 0, "no stale socket to replace");
+    r = train(dir, 1, (const char *[]){"--resume", "--checkpoint-every", "2", NULL}, NULL);
+    expect_ok(&r);
+    cr_expect(strstr(r.out, "resumed from") && strstr(r.out, "step 4"), "%s", r.out);
+    run_result_free(&r);
+}
+
+/* ---- hooks ---- */
+
+Test(hooks, request_checkpoint_and_request_eval_act_at_the_next_boundary)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    run_result r = train(dir, 1, NULL,
+                         (const char *[]){"CTL_CHECKPOINT_AT_STEP=3", "CTL_EVAL_AT_STEP=5",
+                                          "CTL_LOG=1", NULL});
+    expect_ok(&r);
+    cr_expect(strstr(r.out, "checkpoint requested by a hook: test request"), "%s", r.out);
+    run_result_free(&r);
+    cr_expect(has_checkpoint(dir, 1, 3));
+    cr_expect_eq(metric_of(dir, 1, "valid_extra", "step"), 5);
+    cr_expect_eq(scalar_of(dir, "extra_valid_batches", 5), 8, "the extra pass's batch_ends");
+}
+
+Test(hooks, every_pass_runs_its_batch_and_phase_hooks)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    run_result r = train(dir, 1, NULL, (const char *[]){"CTL_LOG=1", NULL});
+    expect_ok(&r);
+    run_result_free(&r);
+    cr_expect_eq(scalar_of(dir, "train_batches", 32), 32);
+    cr_expect_eq(scalar_of(dir, "valid_batches", 32), 8);
+    cr_expect_eq(scalar_of(dir, "test_batches", 32), 8);
+}
+
+Test(hooks, after_backward_sees_every_gradient)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    run_result r = train(dir, 1, NULL, (const char *[]){"CTL_LOG=1", NULL});
+    expect_ok(&r);
+    run_result_free(&r);
+    cr_expect_eq(scalar_of(dir, "n_grads", 0), 4, "mlp hidden=32: two weights, two biases");
+    double norm = scalar_of(dir, "grad_norm", 0);
+    cr_expect(isfinite(norm) && norm > 0, "grad norm %g", norm);
+}
+
+Test(hooks, a_hooks_state_comes_back_from_the_checkpoint)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    run_result r = train(dir, 2, (const char *[]){"--hooks", env_path("SCORCH_STOP_HOOK"), NULL},
+                         (const char *[]){"SCORCH_TEST_STOP_AT_STEP=10", NULL});
+    expect_ok(&r);
+    run_result_free(&r);
+    r = train(dir, 2, (const char *[]){"--resume", NULL}, NULL);
+    expect_ok(&r);
+    run_result_free(&r);
+    cr_expect_eq(scalar_of(dir, "restored_batches", 10), 10);
+}
+
+Test(hooks, a_failing_hook_stops_the_run_naming_it_and_keeps_the_checkpoint)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    run_result r = train(dir, 1, NULL, NULL);
+    expect_ok(&r);
+    run_result_free(&r);
+    size_t before_size, after_size;
+    char *before = read_file(run_file(dir, "checkpoints/last.ckpt"), &before_size);
+    r = train(dir, 2, (const char *[]){"--resume", NULL},
+              (const char *[]){"CTL_FAIL_AT_STEP=40", NULL});
+    cr_expect_eq(r.status, 1);
+    char want[PATH + 128];
+    snprintf(want, sizeof want, "hook 'ctl_batch_end' of %s at batch_end: planned failure at "
+             "step 40", env_path("SCORCH_CTL_HOOKS"));
+    cr_expect(strstr(r.err, want), "%s", r.err);
+    cr_expect(strstr(r.err, "last good one"), "%s", r.err);
+    run_result_free(&r);
+    char *after = read_file(run_file(dir, "checkpoints/last.ckpt"), &after_size);
+    cr_expect(before && after && before_size == after_size &&
+                  memcmp(before, after, before_size) == 0,
+              "the last checkpoint changed");
+    free(before);
+    free(after);
+}
+
+static void expect_refused(const char *const *extra, const char *want)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    run_result r = train(dir, 1, extra, NULL);
+    cr_expect_eq(r.status, 1, "exit %d", r.status);
+    cr_expect(strstr(r.err, want), "stderr lacks '%s':\n%s", want, r.err);
+    run_result_free(&r);
+}
+
+Test(hooks, broken_hook_tables_are_refused_at_load)
+{
+    char typo[PATH], dup[PATH], abi[PATH], good[PATH];
+    snprintf(typo, PATH, "%s", fixture("hooks_typo"));
+    snprintf(dup, PATH, "%s", fixture("hooks_dup"));
+    snprintf(abi, PATH, "%s", fixture("hooks_abi2"));
+    snprintf(good, PATH, "%s", fixture("hooks_good"));
+    expect_refused((const char *[]){"--hooks", typo, NULL},
+                   "hook 'log_epoch' uses unknown point 'epoch_ned' (did you mean "
+                   "'epoch_end'?)");
+    expect_refused((const char *[]){"--hooks", dup, NULL},
+                   "hook name 'log_epoch' appears twice in the table");
+    expect_refused((const char *[]){"--hooks", abi, NULL}, "hook table built for plugin ABI 2.0");
+    expect_refused((const char *[]){"--hooks", good, "--hooks", good, NULL},
+                   "hook name 'log_epoch' is already used by");
+}
+
+/* ---- the samples ---- */
+
+static const char *const EARLY[] = {"EARLY_STOPPING_PATIENCE=2", "EARLY_STOPPING_MIN_DELTA=0.001",
+                                    NULL};
+
+Test(samples, early_stopping_stops_and_resumes_its_count)
+{
+    /* At lr 1e-9 the valid loss stays put: epoch 1 sets the best, epochs 2
+     * and 3 fail to beat it, and the run stops after epoch 3. */
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    const char *early = env_path("SCORCH_EARLY_STOPPING");
+    run_result r = train(dir, 10, (const char *[]){"--lr", "1e-9", "--hooks", early, NULL}, EARLY);
+    expect_ok(&r);
+    cr_expect(strstr(r.out, "stop requested by a hook: valid loss has not improved"), "%s",
+              r.out);
+    run_result_free(&r);
+    cr_expect(!isnan(metric_of(dir, 3, "valid", "loss")));
+    cr_expect(isnan(metric_of(dir, 4, "train", "loss")), "it went on after epoch 3");
+    cr_expect(!isnan(metric_of(dir, 3, "test", "loss")), "no test pass after the stop");
+
+    /* Broken after epoch 2, the resumed run still stops after epoch 3: its
+     * count of bad epochs came back from the checkpoint. */
+    char split[DIR];
+    temp_dir(split, sizeof split);
+    const char *env[] = {EARLY[0], EARLY[1], "SCORCH_TEST_STOP_AT_STEP=64", NULL};
+    r = train(split, 10, (const char *[]){"--lr", "1e-9", "--hooks", early, "--hooks",
+                                          env_path("SCORCH_STOP_HOOK"), NULL},
+              env);
+    expect_ok(&r);
+    run_result_free(&r);
+    cr_expect(isnan(metric_of(split, 3, "train", "loss")));
+    r = train(split, 10, (const char *[]){"--lr", "1e-9", "--hooks", early, "--resume", NULL},
+              EARLY);
+    expect_ok(&r);
+    run_result_free(&r);
+    cr_expect(!isnan(metric_of(split, 3, "valid", "loss")));
+    cr_expect(isnan(metric_of(split, 4, "train", "loss")), "the count was lost on resume");
+}
+
+Test(samples, warmup_raises_the_lr_step_by_step)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    run_result r = train(dir, 1, (const char *[]){"--lr", "0.004", "--hooks",
+                                                  env_path("SCORCH_WARMUP"), NULL},
+                         (const char *[]){"WARMUP_STEPS=8", "CTL_LOG=1", NULL});
+    expect_ok(&r);
+    run_result_free(&r);
+    for (int k = 1; k <= 8; k++) {
+        char what[32];
+        snprintf(what, sizeof what, "step %d's lr", k);
+        expect_close(scalar_of(dir, "lr", k), 0.004 * k / 8, what);
+    }
+    expect_close(scalar_of(dir, "lr", 20), 0.004, "after the warm-up");
+    expect_close(scalar_of(dir, "warmup_lr", 0), 0.0005, "the first logged warm-up lr");
+}
+
+/* ---- devices ---- */
+
+Test(devices, cuda_is_refused_and_auto_falls_back_to_the_cpu)
+{
+    expect_refused((const char *[]){"--device", "cuda:0", NULL},
+                   "--device cuda:0: this build has no CUDA backend; use --device cpu");
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    run_result r = train(dir, 1, (const char *[]){"--device", "auto", NULL}, NULL);
+    expect_ok(&r);
+    cr_expect(strstr(r.err, "note: --device auto: this build has no CUDA backend; computing on "
+                            "the cpu"), "%s", r.err);
+    run_result_free(&r);
+}
+
+Test(devices, the_command_line_overrides_the_models_preference)
+{
+    bins b = bin();
+    char dir[DIR], model[PATH];
+    temp_dir(dir, sizeof dir);
+    snprintf(model, PATH, "%s", fixture("model_prefers_auto"));
+    const char *argv[] = {b.train, "--model", model, "--dataset", b.synthetic, "--run-dir", dir,
+                          NULL, NULL, NULL};
+    run_result r = run_program(argv, NULL);
+    cr_expect(strstr(r.err, "model_prefers_auto.so's preferred_device auto: this build has no "
+                            "CUDA backend; computing on the cpu"), "%s", r.err);
+    run_result_free(&r);
+    argv[7] = "--device", argv[8] = "cpu";
+    r = run_program(argv, NULL);
+    cr_expect_null(strstr(r.err, "preferred_device"), "%s", r.err);
+    run_result_free(&r);
+}

@@ -1,0 +1,420 @@
+/* Integration tests of data parallelism: the real scorch-train under the
+ * real mpirun (2 ranks on however many cores there are), against one
+ * process. Skipped, saying so, where mpirun is not installed. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "scorch/serialize.h"
+
+enum { PATH = 4096, DIR = 64, MAX_ARGS = 64 };
+
+typedef struct bins {
+    char train[PATH], mlp[PATH], synthetic[PATH], hook[PATH], mpirun[PATH];
+} bins;
+
+/* mpirun from PATH into buf; "" when absent. */
+static void find_mpirun(char *buf, size_t size)
+{
+    const char *path = getenv("PATH");
+    buf[0] = '\0';
+    for (const char *dir = path; dir && *dir;) {
+        size_t len = strcspn(dir, ":");
+        snprintf(buf, size, "%.*s/mpirun", (int)len, dir);
+        if (access(buf, X_OK) == 0)
+            return;
+        dir += len + (dir[len] == ':');
+    }
+    buf[0] = '\0';
+}
+
+static bins bin(void)
+{
+    bins p;
+    build_path(p.train, PATH, "host/scorch-train");
+    build_path(p.mlp, PATH, "plugins/mlp.so");
+    build_path(p.synthetic, PATH, "plugins/synthetic.so");
+    snprintf(p.hook, PATH, "%s", getenv("SCORCH_RANK_FAULT_HOOK"));
+    find_mpirun(p.mpirun, PATH);
+    if (!p.mpirun[0])
+        cr_skip_test("mpirun is not on PATH: these tests need Open MPI's (openmpi-bin)");
+    return p;
+}
+
+static int append(const char **argv, int n, const char *const *more)
+{
+    for (; more && *more && n < MAX_ARGS - 1; more++)
+        argv[n++] = *more;
+    argv[n] = NULL;
+    return n;
+}
+
+/* mpirun for `np` ranks on a small machine, as root or not, with no
+ * stdin; `env` are NAME=value pairs exported to every rank. */
+static int mpirun_args(const char **argv, const bins *p, const char *np, const char *const *env)
+{
+    int n = append(argv, 0, (const char *const[]){
+        p->mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "--mca",
+        "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism", "none", "-x",
+        "OMP_NUM_THREADS=1", NULL});
+    for (; env && *env && n < MAX_ARGS - 3; env++) {
+        argv[n++] = "-x";
+        argv[n++] = *env;
+    }
+    return append(argv, n, (const char *const[]){"-np", np, NULL});
+}
+
+/* scorch-train on the synthetic blobs with a small MLP. */
+static int train_args(const char **argv, int n, const bins *p, const char *run_dir,
+                      const char *epochs, const char *batch)
+{
+    return append(argv, n, (const char *const[]){
+        p->train, "--model", p->mlp, "--model-args", "hidden=32", "--dataset", p->synthetic,
+        "--dataset-path", "unused", "--batch-size", batch, "--epochs", epochs, "--run-dir",
+        run_dir, "--workers", "2", "--seed", "7", "--collective-timeout", "60", NULL});
+}
+
+/* `np` ranks, each with batch `batch`, plus extra arguments and env. */
+static run_result train_ranks(const char *np, const char *run_dir, const char *epochs,
+                              const char *batch, const char *const *extra,
+                              const char *const *env)
+{
+    bins p = bin();
+    const char *argv[MAX_ARGS];
+    int n = mpirun_args(argv, &p, np, env);
+    n = train_args(argv, n, &p, run_dir, epochs, batch);
+    append(argv, n, extra);
+    return run_program(argv, NULL);
+}
+
+static run_result train_alone(const char *run_dir, const char *epochs, const char *batch,
+                              const char *const *extra)
+{
+    bins p = bin();
+    const char *argv[MAX_ARGS];
+    append(argv, train_args(argv, 0, &p, run_dir, epochs, batch), extra);
+    return run_program(argv, NULL);
+}
+
+static void expect_ok(run_result *r)
+{
+    cr_assert_eq(r->status, 0, "exit %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
+}
+
+static void expect_ok_and_free(run_result r)
+{
+    expect_ok(&r);
+    run_result_free(&r);
+}
+
+static void checkpoint_of(char *buf, const char *dir, const char *alias)
+{
+    snprintf(buf, PATH, "%s/checkpoints/%s.ckpt", dir, alias);
+}
+
+/* The largest difference between the two checkpoints' parameters,
+ * relative to the largest magnitude in the same tensor. */
+static double params_rel_diff(const char *ckpt_a, const char *ckpt_b)
+{
+    sc_ckpt *a = NULL, *b = NULL;
+    cr_assert_eq(sc_ckpt_open(ckpt_a, &a), SC_OK, "%s", sc_error_message());
+    cr_assert_eq(sc_ckpt_open(ckpt_b, &b), SC_OK, "%s", sc_error_message());
+    double worst = 0;
+    int params = 0;
+    for (int i = 0; i < sc_ckpt_count(a); i++) {
+        const char *name = sc_ckpt_name(a, i);
+        if (strncmp(name, "param/", 6) != 0)
+            continue;
+        const sc_tensor *ta = sc_ckpt_tensor(a, name), *tb = sc_ckpt_tensor(b, name);
+        cr_assert(tb && ta->numel == tb->numel, "%s differs in shape", name);
+        const float *x = ta->data, *y = tb->data;
+        double diff = 0, scale = 0;
+        for (int64_t k = 0; k < ta->numel; k++) {
+            diff = fmax(diff, fabs((double)x[k] - y[k]));
+            scale = fmax(scale, fabs((double)x[k]));
+        }
+        worst = fmax(worst, scale > 0 ? diff / scale : diff);
+        params++;
+    }
+    sc_ckpt_close(a);
+    sc_ckpt_close(b);
+    cr_assert_gt(params, 0, "no parameters in %s", ckpt_a);
+    return worst;
+}
+
+/* The printed summary of (epoch, phase), from "loss" to the "|". */
+static void summary_line(const char *out, int epoch, int epochs, const char *phase,
+                         char *buf, size_t size)
+{
+    char want[64];
+    snprintf(want, sizeof want, "epoch %d/%d %-5s loss ", epoch, epochs, phase);
+    const char *line = strstr(out, want);
+    cr_assert(line, "no '%s' line in:\n%s", want, out);
+    const char *bar = strchr(line, '|');
+    cr_assert(bar, "%s", line);
+    snprintf(buf, size, "%.*s", (int)(bar - line), line);
+    cr_assert(!strstr(bar, want), "'%s' printed twice (by more than rank 0?)", want);
+}
+
+Test(dist, two_ranks_train_like_one_process_with_the_global_batch)
+{
+    char alone[DIR], ranks[DIR], a[PATH], b[PATH], line_a[256], line_b[256];
+    temp_dir(alone, sizeof alone);
+    temp_dir(ranks, sizeof ranks);
+    run_result one = train_alone(alone, "3", "64", NULL);
+    expect_ok(&one);
+    run_result two = train_ranks("2", ranks, "3", "32",
+                                 (const char *const[]){"--device", "distributed_dataparallel",
+                                                       NULL},
+                                 NULL);
+    expect_ok(&two);
+    cr_assert(strstr(two.out, "2 ranks"), "no data-parallel line:\n%s", two.out);
+    for (int epoch = 1; epoch <= 3; epoch++) {
+        summary_line(one.out, epoch, 3, "valid", line_a, sizeof line_a);
+        summary_line(two.out, epoch, 3, "valid", line_b, sizeof line_b);
+        cr_assert_str_eq(line_a, line_b, "epoch %d", epoch);
+        cr_assert_eq(metric_of(alone, epoch, "valid", "accuracy"),
+                     metric_of(ranks, epoch, "valid", "accuracy"));
+        cr_assert_eq(metric_of(alone, epoch, "valid", "samples"),
+                     metric_of(ranks, epoch, "valid", "samples"), "a sample counted twice");
+    }
+    checkpoint_of(a, alone, "last");
+    checkpoint_of(b, ranks, "last");
+    double diff = params_rel_diff(a, b);
+    cr_assert_lt(diff, 1e-5, "weights differ by %g relative", diff);
+    run_result_free(&one);
+    run_result_free(&two);
+}
+
+/* One bucket per parameter (the smallest --bucket-mb), a frozen layer that
+ * never reports its gradient ready: the same training all the same. */
+Test(dist, many_buckets_and_a_frozen_layer_train_like_one_process)
+{
+    char alone[DIR], ranks[DIR], a[PATH], b[PATH];
+    temp_dir(alone, sizeof alone);
+    temp_dir(ranks, sizeof ranks);
+    const char *model[] = {"--model-args", "hidden=32:16,freeze=fc2", "--bucket-mb", "1e-6",
+                           NULL};
+    expect_ok_and_free(train_alone(alone, "2", "64", model));
+    expect_ok_and_free(train_ranks("2", ranks, "2", "32", model, NULL));
+    checkpoint_of(a, alone, "last");
+    checkpoint_of(b, ranks, "last");
+    cr_assert_lt(params_rel_diff(a, b), 1e-5);
+}
+
+/* Batch norm's running statistics are each rank's own while training; an
+ * eval pass uses rank 0's on every rank, as the checkpoint does. */
+Test(dist, ranks_evaluate_rank_0s_model)
+{
+    bins p = bin();
+    char dir[DIR], last[PATH], test[PATH];
+    temp_dir(dir, sizeof dir);
+    build_path(test, PATH, "host/scorch-test");
+    const char *argv[MAX_ARGS];
+    int n = mpirun_args(argv, &p, "2", NULL);
+    char cnn[PATH], fashion[PATH];
+    build_path(cnn, PATH, "plugins/cnn.so");
+    build_path(fashion, PATH, "plugins/fashion_mnist.so");
+    append(argv, n, (const char *const[]){
+        p.train, "--model", cnn, "--model-args", "channels=8:16,hidden=32", "--dataset",
+        fashion, "--dataset-path", "/usr/share/datasets/fashion-mnist", "--epochs", "1",
+        "--batch-size", "32", "--max-train-iterations", "10", "--max-valid-iterations", "4",
+        "--max-test-iterations", "1", "--run-dir", dir, NULL});
+    expect_ok_and_free(run_program(argv, NULL));
+    checkpoint_of(last, dir, "last");
+    /* 4 batches of 32 on each of 2 ranks: the split's first 256 samples. */
+    run_result r = run_program((const char *[]){test, "--checkpoint", last, "--split", "valid",
+                                                "--batch-size", "64", "--max-test-iterations",
+                                                "4", NULL},
+                               NULL);
+    expect_ok(&r);
+    const char *loss = strstr(r.out, "valid  loss ");
+    cr_assert(loss, "%s", r.out);
+    cr_assert_float_eq(strtod(loss + 12, NULL), metric_of(dir, 1, "valid", "loss"), 6e-5,
+                       "valid loss under 2 ranks is not rank 0's model's:\n%s", r.out);
+    run_result_free(&r);
+}
+
+Test(dist, accumulating_micro_batches_is_one_larger_batch)
+{
+    char big[DIR], micro[DIR], ranks[DIR], a[PATH], b[PATH];
+    temp_dir(big, sizeof big);
+    temp_dir(micro, sizeof micro);
+    temp_dir(ranks, sizeof ranks);
+    expect_ok_and_free(train_alone(big, "2", "64", NULL));
+    expect_ok_and_free(train_alone(micro, "2", "32", (const char *const[]){"--accumulate", "2",
+                                                                          NULL}));
+    expect_ok_and_free(train_ranks("2", ranks, "2", "16",
+                                   (const char *const[]){"--accumulate", "2", NULL}, NULL));
+    checkpoint_of(a, big, "last");
+    checkpoint_of(b, micro, "last");
+    cr_assert_lt(params_rel_diff(a, b), 1e-5, "one process, --accumulate 2");
+    checkpoint_of(b, ranks, "last");
+    cr_assert_lt(params_rel_diff(a, b), 1e-5, "2 ranks, --accumulate 2");
+    cr_assert_eq(metric_of(big, 2, "train", "step"), metric_of(ranks, 2, "train", "step"),
+                 "optimizer steps");
+}
+
+Test(dist, resume_under_two_ranks_is_exact)
+{
+    char straight[DIR], split[DIR], a[PATH], b[PATH];
+    temp_dir(straight, sizeof straight);
+    temp_dir(split, sizeof split);
+    expect_ok_and_free(train_ranks("2", straight, "2", "32", NULL, NULL));
+    expect_ok_and_free(train_ranks("2", split, "1", "32", NULL, NULL));
+    run_result r = train_ranks("2", split, "2", "32", (const char *const[]){"--resume", NULL},
+                               NULL);
+    expect_ok(&r);
+    cr_assert(strstr(r.out, "resumed from"), "%s", r.out);
+    run_result_free(&r);
+    cr_assert_eq(metric_of(straight, 2, "valid", "loss"), metric_of(split, 2, "valid", "loss"));
+    checkpoint_of(a, straight, "last");
+    checkpoint_of(b, split, "last");
+    cr_assert(same_params(a, b), "weights differ after resuming at an epoch boundary");
+}
+
+Test(dist, resume_mid_epoch_under_two_ranks_is_exact)
+{
+    char straight[DIR], split[DIR], a[PATH], b[PATH];
+    temp_dir(straight, sizeof straight);
+    temp_dir(split, sizeof split);
+    expect_ok_and_free(train_ranks("2", straight, "2", "32", NULL, NULL));
+    /* 32 steps per epoch: stop 8 steps into epoch 2, as a kill would. */
+    const char *stop_hook = getenv("SCORCH_STOP_HOOK");
+    expect_ok_and_free(train_ranks("2", split, "2", "32",
+                                   (const char *const[]){"--hooks", stop_hook, NULL},
+                                   (const char *const[]){"SCORCH_TEST_STOP_AT_STEP=40", NULL}));
+    run_result r = train_ranks("2", split, "2", "32", (const char *const[]){"--resume", NULL},
+                               NULL);
+    expect_ok(&r);
+    cr_assert(strstr(r.out, "batch 8"), "did not resume mid-epoch:\n%s", r.out);
+    run_result_free(&r);
+    cr_assert_eq(metric_of(straight, 2, "train", "samples"),
+                 metric_of(split, 2, "train", "samples"));
+    cr_assert_float_eq(metric_of(straight, 2, "train", "loss"),
+                       metric_of(split, 2, "train", "loss"), 1e-12);
+    cr_assert_eq(metric_of(straight, 2, "valid", "loss"), metric_of(split, 2, "valid", "loss"));
+    checkpoint_of(a, straight, "last");
+    checkpoint_of(b, split, "last");
+    cr_assert(same_params(a, b), "weights differ after a mid-epoch resume");
+}
+
+Test(dist, a_run_saved_by_two_ranks_resumes_in_one_process)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    expect_ok_and_free(train_ranks("2", dir, "2", "32",
+                                   (const char *const[]){"--hooks", getenv("SCORCH_STOP_HOOK"),
+                                                         NULL},
+                                   (const char *const[]){"SCORCH_TEST_STOP_AT_STEP=40", NULL}));
+    run_result r = train_alone(dir, "2", "32", (const char *const[]){"--resume", NULL});
+    expect_ok(&r);
+    /* Batch 8 of 2 ranks is batch 16 of one: the same samples are done. */
+    cr_assert(strstr(r.err, "saved by 2 ranks at batch 8") && strstr(r.err, "batch 16 (0 "),
+              "%s", r.err);
+    cr_assert_eq(metric_of(dir, 2, "train", "samples"), 2048);
+    run_result_free(&r);
+}
+
+Test(dist, ranks_that_disagree_stop_naming_the_difference)
+{
+    bins p = bin();
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    /* MPMD: rank 0 and rank 1 get different model args. */
+    const char *argv[MAX_ARGS];
+    int n = mpirun_args(argv, &p, "1", NULL);
+    n = train_args(argv, n, &p, dir, "1", "32");
+    n = append(argv, n, (const char *const[]){":", "-np", "1", NULL});
+    n = train_args(argv, n, &p, dir, "1", "32");
+    append(argv, n, (const char *const[]){"--model-args", "hidden=16", NULL});
+    run_result r = run_program(argv, NULL);
+    cr_assert_neq(r.status, 0, "%s", r.out);
+    cr_assert(strstr(r.err, "[rank 0] scorch-train: rank 1 failed: the ranks disagree: rank 1 "
+                            "has 'option model-args = hidden=16', rank 0 has 'option "
+                            "model-args = hidden=32'"),
+              "%s", r.err);
+    cr_assert(!strstr(r.err, "did not complete within"), "a collective timed out:\n%s", r.err);
+    run_result_free(&r);
+}
+
+Test(dist, a_failing_rank_stops_every_rank_naming_it)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    run_result r = train_ranks("2", dir, "2", "32",
+                               (const char *const[]){"--hooks", bin().hook, NULL},
+                               (const char *const[]){"SCORCH_TEST_FAULT_RANK=1",
+                                                     "SCORCH_TEST_FAULT_STEP=5", NULL});
+    cr_assert_neq(r.status, 0, "%s", r.out);
+    cr_assert(strstr(r.err, "[rank 0] scorch-train: rank 1 failed: ") &&
+                  strstr(r.err, "injected fault on rank 1 at step 5"),
+              "%s", r.err);
+    cr_assert(!strstr(r.err, "did not complete within"), "a collective timed out:\n%s", r.err);
+    cr_assert(!strstr(r.out, "epoch 1/2 train loss"), "rank 0 went on:\n%s", r.out);
+    run_result_free(&r);
+}
+
+Test(dist, a_killed_rank_ends_the_job)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    run_result r = train_ranks("2", dir, "2", "32",
+                               (const char *const[]){"--hooks", bin().hook, NULL},
+                               (const char *const[]){"SCORCH_TEST_FAULT_RANK=1",
+                                                     "SCORCH_TEST_FAULT_STEP=5",
+                                                     "SCORCH_TEST_FAULT=kill", NULL});
+    cr_assert_neq(r.status, 0, "%s", r.out);
+    cr_assert(strstr(r.err, "rank 1") || strstr(r.out, "rank 1"), "stdout:\n%s\nstderr:\n%s",
+              r.out, r.err);
+    run_result_free(&r);
+}
+
+Test(dist, ranks_whose_parameters_drift_apart_are_stopped)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    run_result r = train_ranks("2", dir, "2", "32",
+                               (const char *const[]){"--hooks", bin().hook, NULL},
+                               (const char *const[]){"SCORCH_TEST_FAULT_RANK=1",
+                                                     "SCORCH_TEST_FAULT_STEP=5",
+                                                     "SCORCH_TEST_FAULT=lr", NULL});
+    cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+    cr_assert(strstr(r.err, "[rank 0] scorch-train: the ranks' parameters have diverged: "
+                            "rank 1's differ from rank 0's"),
+              "%s", r.err);
+    cr_assert(!strstr(r.out, "epoch 2/2 train"), "epoch 2 ran:\n%s", r.out);
+    run_result_free(&r);
+}
+
+Test(dist, a_checkpoint_one_rank_asks_for_is_taken_by_all)
+{
+    char dir[DIR], ckpt[PATH];
+    temp_dir(dir, sizeof dir);
+    run_result r = train_ranks("2", dir, "1", "32",
+                               (const char *const[]){"--hooks", bin().hook, NULL},
+                               (const char *const[]){"SCORCH_TEST_FAULT_RANK=1",
+                                                     "SCORCH_TEST_FAULT_STEP=5",
+                                                     "SCORCH_TEST_FAULT=save", NULL});
+    expect_ok(&r);
+    snprintf(ckpt, PATH, "%s/checkpoints/epoch-0001-step-000000005.ckpt", dir);
+    cr_assert(access(ckpt, R_OK) == 0, "no checkpoint at step 5:\n%s", r.out);
+    run_result_free(&r);
+}
+
+Test(dist, a_nan_loss_on_one_rank_stops_the_job)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    run_result r = train_ranks("2", dir, "1", "32",
+                               (const char *const[]){"--dataset-args", "nan_sample=5", NULL},
+                               NULL);
+    cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+    cr_assert(strstr(r.err, "[rank 0] scorch-train: ") && strstr(r.err, "train loss is nan"),
+              "%s", r.err);
+    run_result_free(&r);
+}

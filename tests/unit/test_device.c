@@ -1,0 +1,213 @@
+/* --device: its notation, the choice of GPUs on a pretend machine, and the
+ * per-GPU locks that keep two runs off one GPU (within a process and
+ * across processes, and released when a holder dies). */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "device.h"
+
+/* A machine with three GPUs: 1, 5 and 3 GiB free. */
+static const sc_gpu_inventory three_gpus = {true, 3, {1LL << 30, 5LL << 30, 3LL << 30}};
+static const sc_gpu_inventory no_backend = {false, 0, {0}};
+static const sc_gpu_inventory backend_no_gpu = {true, 0, {0}};
+
+static char lock_dir[64];
+
+static void make_lock_dir(void)
+{
+    strcpy(lock_dir, "/tmp/scorch-test-device-XXXXXX");
+    cr_assert_not_null(mkdtemp(lock_dir));
+}
+
+static void remove_lock_dir(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", lock_dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+TestSuite(device, .init = make_lock_dir, .fini = remove_lock_dir);
+
+static sc_device_env env_of(const sc_gpu_inventory *gpus, const char *holder)
+{
+    return (sc_device_env){lock_dir, holder, 0, gpus};
+}
+
+static void assert_message_has(const char *part)
+{
+    cr_assert(strstr(sc_error_message(), part), "message '%s' lacks '%s'", sc_error_message(),
+              part);
+}
+
+static sc_device_set allocate_ok(const char *text, const sc_gpu_inventory *gpus)
+{
+    sc_device_env env = env_of(gpus, "runs/first");
+    sc_device_set set;
+    cr_assert_eq(sc_device_allocate(text, "--device", &env, &set), SC_OK, "%s: %s", text,
+                 sc_error_message());
+    return set;
+}
+
+static void assert_refused(const char *text, const sc_gpu_inventory *gpus, sc_status code,
+                           const char *part)
+{
+    sc_device_env env = env_of(gpus, "runs/second");
+    sc_device_set set;
+    cr_assert_eq(sc_device_allocate(text, "--device", &env, &set), code, "%s: %s", text,
+                 sc_error_message());
+    cr_expect_eq(set.n, 0, "a refused allocation holds nothing");
+    assert_message_has(part);
+}
+
+Test(device, parses_every_form)
+{
+    sc_device_request r;
+    cr_assert_eq(sc_device_parse("cpu", &r), SC_OK);
+    cr_expect_eq(r.mode, SC_DEVICES_CPU);
+    cr_assert_eq(sc_device_parse("cuda", &r), SC_OK);
+    cr_expect(r.mode == SC_DEVICES_CUDA && r.n == 1 && r.index[0] == 0);
+    cr_assert_eq(sc_device_parse("cuda:3,0,12", &r), SC_OK);
+    cr_expect(r.n == 3 && r.index[0] == 3 && r.index[1] == 0 && r.index[2] == 12);
+    cr_assert_eq(sc_device_parse("auto", &r), SC_OK);
+    cr_expect_eq(r.mode, SC_DEVICES_AUTO);
+    cr_assert_eq(sc_device_parse("parallel", &r), SC_OK);
+    cr_expect_eq(r.mode, SC_DEVICES_PARALLEL);
+    cr_assert_eq(sc_device_parse("distributed_dataparallel", &r), SC_OK);
+    cr_expect_eq(r.mode, SC_DEVICES_DDP);
+}
+
+Test(device, refuses_bad_notation_saying_what_is_wrong)
+{
+    static const struct {
+        const char *text, *part;
+    } bad[] = {
+        {"gpu", "'gpu' is not a device (cpu, cuda"}, {"cuda:", "expected a GPU number at ''"},
+        {"cuda:-1", "expected a GPU number"},         {"cuda:1,", "expected a GPU number"},
+        {"cuda:0;1", "expected ',' at ';1'"},         {"cuda:2,2", "lists GPU 2 twice"},
+        {"cuda:99999", "expected a GPU number"},      {"", "'' is not a device"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sc_device_request r;
+        cr_expect_eq(sc_device_parse(bad[i].text, &r), SC_ERR_INVALID, "%s", bad[i].text);
+        assert_message_has(bad[i].part);
+    }
+}
+
+Test(device, the_cpu_is_never_locked)
+{
+    sc_device_set a = allocate_ok("cpu", &three_gpus), b = allocate_ok("cpu", &three_gpus);
+    cr_expect_eq(a.device.kind, SC_DEVICE_CPU);
+    cr_expect_eq(a.n + b.n, 0);
+    cr_expect_str_eq(a.note, "");
+}
+
+Test(device, a_held_gpu_refuses_a_second_run_naming_the_holder)
+{
+    sc_device_set first = allocate_ok("cuda:1", &three_gpus);
+    cr_expect_eq(first.device.kind, SC_DEVICE_CUDA);
+    cr_expect_eq(first.device.index, 1);
+    cr_expect_eq(first.n, 1);
+    char pid[64];
+    snprintf(pid, sizeof pid, "PID %ld, run dir runs/first", (long)getpid());
+    assert_refused("cuda:1", &three_gpus, SC_ERR_STATE,
+                   "--device cuda:1: cuda:1 is held by another run");
+    assert_message_has(pid);
+    sc_device_set other = allocate_ok("cuda:2", &three_gpus); /* other GPUs are free */
+    sc_device_release(&other);
+    sc_device_set_holder(&first, "runs/renamed");
+    assert_refused("cuda:0,1", &three_gpus, SC_ERR_STATE, "run dir runs/renamed");
+    sc_device_release(&first);
+    sc_device_set again = allocate_ok("cuda:1", &three_gpus);
+    sc_device_release(&again);
+}
+
+Test(device, auto_takes_the_free_gpu_with_most_memory)
+{
+    sc_device_set a = allocate_ok("auto", &three_gpus);
+    cr_expect_eq(a.device.index, 1, "5 GiB free");
+    sc_device_set b = allocate_ok("auto", &three_gpus);
+    cr_expect_eq(b.device.index, 2, "3 GiB free; GPU 1 is held");
+    sc_device_set c = allocate_ok("auto", &three_gpus);
+    cr_expect_eq(c.device.index, 0);
+    assert_refused("auto", &three_gpus, SC_ERR_STATE, "--device auto: no free GPU: cuda:");
+    sc_device_release(&b);
+    sc_device_set d = allocate_ok("auto", &three_gpus);
+    cr_expect_eq(d.device.index, 2);
+    sc_device_release(&a);
+    sc_device_release(&c);
+    sc_device_release(&d);
+}
+
+Test(device, lists_and_parallel_hold_every_gpu_or_none)
+{
+    sc_device_set list = allocate_ok("cuda:2,1", &three_gpus);
+    cr_expect_eq(list.n, 2);
+    cr_expect_eq(list.device.index, 2, "the process computes on the first listed");
+    /* parallel takes cuda:0, finds cuda:1 held, and lets cuda:0 go again */
+    assert_refused("parallel", &three_gpus, SC_ERR_STATE, "cuda:1 is held");
+    sc_device_set zero = allocate_ok("cuda:0", &three_gpus);
+    sc_device_release(&zero);
+    sc_device_release(&list);
+    sc_device_set all = allocate_ok("parallel", &three_gpus);
+    cr_expect_eq(all.n, 3);
+    sc_device_release(&all);
+}
+
+Test(device, gpus_the_machine_lacks_are_named)
+{
+    assert_refused("cuda:5", &three_gpus, SC_ERR_INVALID,
+                   "--device cuda:5: this machine has 3 GPUs (cuda:0 to cuda:2)");
+    assert_refused("cuda", &backend_no_gpu, SC_ERR_UNSUPPORTED, "--device cuda: no GPU found");
+}
+
+Test(device, a_build_without_cuda_says_so_and_auto_falls_back_to_the_cpu)
+{
+    assert_refused("cuda:0", &no_backend, SC_ERR_UNSUPPORTED,
+                   "--device cuda:0: this build has no CUDA backend; use --device cpu");
+    assert_refused("parallel", &no_backend, SC_ERR_UNSUPPORTED, "no CUDA backend");
+    sc_device_set a = allocate_ok("auto", &no_backend);
+    cr_expect_eq(a.device.kind, SC_DEVICE_CPU);
+    cr_expect(strstr(a.note, "--device auto: this build has no CUDA backend; computing on the "
+                             "cpu"), "%s", a.note);
+    sc_device_set ddp = allocate_ok("distributed_dataparallel", &no_backend);
+    cr_expect_eq(ddp.device.kind, SC_DEVICE_CPU, "CPU ranks");
+    sc_device_env env = env_of(&no_backend, "runs/x");
+    sc_device_set set;
+    cr_assert_eq(sc_device_allocate("cuda", "m.so's preferred_device", &env, &set),
+                 SC_ERR_UNSUPPORTED);
+    assert_message_has("m.so's preferred_device cuda: this build has no CUDA backend");
+}
+
+Test(device, a_lock_is_held_across_processes_and_dropped_when_its_holder_dies)
+{
+    int ready[2], go[2];
+    cr_assert_eq(pipe(ready), 0);
+    cr_assert_eq(pipe(go), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        int fd;
+        char byte = sc_device_lock(lock_dir, 0, "runs/child", &fd) == SC_OK ? 'y' : 'n';
+        if (write(ready[1], &byte, 1) != 1 || read(go[0], &byte, 1) != 1)
+            _exit(2);
+        _exit(0); /* dies holding the lock */
+    }
+    char byte = 0;
+    cr_assert_eq(read(ready[0], &byte, 1), 1);
+    cr_assert_eq(byte, 'y');
+    int fd;
+    cr_assert_eq(sc_device_lock(lock_dir, 0, "runs/parent", &fd), SC_ERR_STATE);
+    char who[64];
+    snprintf(who, sizeof who, "(PID %ld, run dir runs/child)", (long)child);
+    assert_message_has(who);
+    cr_assert_eq(write(go[1], "x", 1), 1);
+    int status;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert_eq(sc_device_lock(lock_dir, 0, "runs/parent", &fd), SC_OK, "%s",
+                 sc_error_message());
+    close(fd);
+}

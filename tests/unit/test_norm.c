@@ -1,0 +1,340 @@
+/* batch_norm and layer_norm: finite-difference gradient checks (train and
+ * eval mode, [N, C] and [N, C, H, W]; with and without affine parameters),
+ * forward values and running statistics against PyTorch, train/eval
+ * equivalence, stability far from zero, thread-count independence, and
+ * error messages. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gradcheck.h"
+#include "scorch/scorch.h"
+
+static sc_ctx *ctx;
+static sc_params *ps;
+static sc_rng rng;
+static int n_params;
+
+static void setup(void)
+{
+    ctx = sc_ctx_new((sc_device){SC_DEVICE_CPU, 0});
+    ps = sc_params_new();
+    cr_assert(ctx && ps);
+    sc_rng_init(&rng, 42, 0);
+    n_params = 0;
+}
+
+static void teardown(void)
+{
+    sc_params_free(ps);
+    sc_ctx_free(ctx);
+}
+
+TestSuite(norm, .init = setup, .fini = teardown);
+
+static const float momentum = 0.1f, eps = 1e-5f;
+
+static sc_tensor *param(int ndim, const int64_t *shape)
+{
+    char name[32];
+    snprintf(name, sizeof name, "p%d", n_params++);
+    sc_tensor *t = gradcheck_param(ps, name, ndim, shape, -1.0f, 1.0f, &rng);
+    cr_assert_not_null(t, "%s", sc_error_message());
+    return t;
+}
+
+/* t[i] = ((i mul) mod m - m / 2) scale + offset, as the PyTorch references
+ * build their inputs. */
+static void fill_pattern(sc_tensor *t, int64_t mul, int64_t m, float scale, float offset)
+{
+    for (int64_t i = 0; i < t->numel; i++)
+        sc_tensor_f32(t)[i] = (float)((i * mul) % m - m / 2) * scale + offset;
+}
+
+static void expect_values(const sc_tensor *y, const float *want, int64_t n, double tol)
+{
+    cr_assert_not_null(y, "%s", sc_error_message());
+    cr_assert_eq(y->numel, n);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(fabs(sc_tensor_f32(y)[i] - want[i]) <= tol, "element %lld: %.7g, want %.7g",
+                  (long long)i, (double)sc_tensor_f32(y)[i], (double)want[i]);
+}
+
+/* ---------------------------------------------------------------------
+ * Batch norm. */
+
+/* weight, bias and the running statistics (mean 0, variance 1, as
+ * PyTorch starts them) of c channels: bn[0..3]. */
+static void bn_params(int64_t c, sc_tensor **bn)
+{
+    bn[0] = param(1, &c);
+    bn[1] = param(1, &c);
+    for (int i = 0; i < 2; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "running%d.%d", i, n_params++);
+        bn[2 + i] = sc_params_add_buffer(ps, name, 1, &c);
+        cr_assert_not_null(bn[2 + i], "%s", sc_error_message());
+    }
+    for (int64_t i = 0; i < c; i++)
+        sc_tensor_f32(bn[3])[i] = 1.0f;
+}
+
+static sc_tensor *apply_batch_norm(sc_ctx *c, sc_tensor *const *in, void *user)
+{
+    return sc_batch_norm(c, in[0], in[1], in[2], in[3], in[4], momentum, eps);
+}
+
+static void expect_bn_grads(const char *what, int ndim, const int64_t *shape)
+{
+    sc_tensor *in[5] = {param(ndim, shape)};
+    bn_params(shape[1], in + 1);
+    gradcheck_report rep;
+    cr_assert(gradcheck_run(ctx, apply_batch_norm, NULL, 5, in, NULL, &rep), "%s: %s", what,
+              rep.message);
+    cr_assert_eq(rep.checked, in[0]->numel + 2 * shape[1], "%s: x, weight, bias", what);
+}
+
+Test(norm, grad_batch_norm_train)
+{
+    sc_ctx_set_training(ctx, true);
+    expect_bn_grads("[N, C]", 2, (int64_t[]){5, 3});
+    expect_bn_grads("[N, C, H, W]", 4, (int64_t[]){3, 2, 5, 7});
+    expect_bn_grads("one image", 4, (int64_t[]){1, 3, 2, 3});
+}
+
+/* In eval mode the statistics are constants: y is affine in x. */
+Test(norm, grad_batch_norm_eval)
+{
+    sc_ctx_set_training(ctx, false);
+    sc_tensor *in[5] = {param(4, (int64_t[]){3, 2, 5, 7})};
+    bn_params(2, in + 1);
+    memcpy(in[3]->data, (float[]){0.3f, -0.2f}, 2 * sizeof(float));
+    memcpy(in[4]->data, (float[]){0.5f, 2.0f}, 2 * sizeof(float));
+    gradcheck_report rep;
+    cr_assert(gradcheck_run(ctx, apply_batch_norm, NULL, 5, in, NULL, &rep), "%s", rep.message);
+}
+
+/* PyTorch 1.13: BatchNorm2d(3, momentum=0.1, eps=1e-5) in training mode,
+ * three steps on different inputs; the first step's output and the
+ * running statistics after the third. */
+Test(norm, values_batch_norm_against_torch)
+{
+    sc_ctx_set_training(ctx, true);
+    sc_tensor *bn[4], *x = param(4, (int64_t[]){4, 3, 2, 2});
+    bn_params(3, bn);
+    fill_pattern(bn[0], 1, 5, 0.25f, 1.0f);
+    fill_pattern(bn[1], 2, 5, 0.125f, 0.0f);
+    static const float want_y0[] = {
+        -0.8932313f, -0.2335069f, 0.4262175f, -0.6293415f, 0.0f, 1.076909f, -0.6461453f,
+        0.4307635f, -1.036463f, 0.2829862f, 1.602435f, -0.5086831f, 0.1623278f, -0.8932313f,
+        -0.2335069f, 0.4262175f, -1.076909f, 0.0f, 1.076909f, -0.6461453f, 1.074656f,
+        -1.036463f, 0.2829862f, 1.602435f, -0.4973966f, 0.1623278f, -0.8932313f, -0.2335069f,
+        0.6461453f, -1.076909f, 0.0f, 1.076909f, -0.2447933f, 1.074656f, -1.036463f,
+        0.2829862f, 0.5581624f, -0.4973966f, 0.1623278f, -0.8932313f, -0.4307635f, 0.6461453f,
+        -1.076909f, 0.0f, 1.866325f, -0.2447933f, 1.074656f, -1.036463f};
+    for (int step = 0; step < 3; step++) {
+        fill_pattern(x, 5 + 2 * step, 13, 0.125f, (float)step);
+        sc_tensor *y = sc_batch_norm(ctx, x, bn[0], bn[1], bn[2], bn[3], momentum, eps);
+        if (step == 0)
+            expect_values(y, want_y0, 48, 2e-6);
+        sc_ctx_reset(ctx);
+    }
+    expect_values(bn[2], (float[]){0.2518906f, 0.2909063f, 0.3152969f}, 3, 1e-6);
+    expect_values(bn[3], (float[]){0.7965232f, 0.7837059f, 0.7857913f}, 3, 1e-6);
+}
+
+/* After training-mode steps have moved the running statistics, eval mode
+ * computes the closed form with them, and leaves them alone. */
+Test(norm, eval_uses_running_statistics)
+{
+    sc_tensor *bn[4], *x = param(4, (int64_t[]){6, 3, 4, 5});
+    bn_params(3, bn);
+    sc_ctx_set_training(ctx, true);
+    for (int step = 0; step < 3; step++) {
+        fill_pattern(x, 3 + step, 17, 0.25f, 0.5f * (float)step);
+        cr_assert_not_null(sc_batch_norm(ctx, x, bn[0], bn[1], bn[2], bn[3], momentum, eps));
+        sc_ctx_reset(ctx);
+    }
+    float rm[3], rv[3];
+    memcpy(rm, bn[2]->data, sizeof rm);
+    memcpy(rv, bn[3]->data, sizeof rv);
+    cr_assert(rm[0] != 0.0f && rv[0] != 1.0f, "training moved the running statistics");
+
+    sc_ctx_set_training(ctx, false);
+    sc_tensor *y = sc_batch_norm(ctx, x, bn[0], bn[1], bn[2], bn[3], momentum, eps);
+    cr_assert_not_null(y, "%s", sc_error_message());
+    for (int64_t i = 0; i < x->numel; i++) {
+        int64_t c = (i / 20) % 3;
+        double want = (sc_tensor_f32(x)[i] - rm[c]) / sqrt(rv[c] + (double)eps) *
+                          sc_tensor_f32(bn[0])[c] + sc_tensor_f32(bn[1])[c];
+        cr_assert(fabs(sc_tensor_f32(y)[i] - want) <= 1e-5, "element %lld: %.7g, want %.7g",
+                  (long long)i, (double)sc_tensor_f32(y)[i], want);
+    }
+    cr_assert(memcmp(rm, bn[2]->data, sizeof rm) == 0, "eval changed the running mean");
+    cr_assert(memcmp(rv, bn[3]->data, sizeof rv) == 0, "eval changed the running variance");
+}
+
+/* Values far from zero with a small spread: the batch statistics must not
+ * cancel away (each channel comes out with mean 0 and variance 1). */
+Test(norm, batch_norm_stable_far_from_zero)
+{
+    sc_ctx_set_training(ctx, true);
+    sc_tensor *bn[4], *x = param(4, (int64_t[]){8, 2, 16, 16});
+    bn_params(2, bn);
+    for (int c = 0; c < 2; c++) {
+        sc_tensor_f32(bn[0])[c] = 1.0f;
+        sc_tensor_f32(bn[1])[c] = 0.0f;
+    }
+    for (int64_t i = 0; i < x->numel; i++)
+        sc_tensor_f32(x)[i] = 1000.0f + 0.01f * (2.0f * sc_rng_uniform(&rng) - 1.0f);
+    sc_tensor *y = sc_batch_norm(ctx, x, bn[0], bn[1], bn[2], bn[3], momentum, 0.0f);
+    cr_assert_not_null(y);
+    for (int c = 0; c < 2; c++) {
+        double s = 0, s2 = 0;
+        for (int n = 0; n < 8; n++)
+            for (int k = 0; k < 256; k++) {
+                double v = sc_tensor_f32(y)[(n * 2 + c) * 256 + k];
+                s += v;
+                s2 += v * v;
+            }
+        cr_assert(fabs(s / 2048) < 1e-2 && fabs(s2 / 2048 - 1.0) < 2e-2,
+                  "channel %d: mean %g, variance %g", c, s / 2048, s2 / 2048);
+    }
+}
+
+/* ---------------------------------------------------------------------
+ * Layer norm. */
+
+typedef struct ln_case {
+    bool weight, bias;
+} ln_case;
+
+static sc_tensor *apply_layer_norm(sc_ctx *c, sc_tensor *const *in, void *user)
+{
+    const ln_case *k = user;
+    return sc_layer_norm(c, in[0], k->weight ? in[1] : NULL, k->bias ? in[2] : NULL, eps);
+}
+
+Test(norm, grad_layer_norm)
+{
+    static const ln_case cases[] = {{true, true}, {false, false}, {true, false}, {false, true}};
+    static const int64_t shapes[][3] = {{3, 5, 7}, {4, 6, 1}};
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < 4; i++) {
+            int ndim = s == 0 ? 3 : 2;
+            int64_t d = shapes[s][ndim - 1];
+            sc_tensor *in[] = {param(ndim, shapes[s]), param(1, &d), param(1, &d)};
+            gradcheck_report rep;
+            int n = cases[i].weight || cases[i].bias ? 3 : 1;
+            cr_assert(gradcheck_run(ctx, apply_layer_norm, (void *)&cases[i], n, in, NULL, &rep),
+                      "shape %d, weight %d, bias %d: %s", s, cases[i].weight, cases[i].bias,
+                      rep.message);
+        }
+}
+
+/* PyTorch 1.13: F.layer_norm(x, (5,), w, b, 1e-5) and without w, b. */
+Test(norm, values_layer_norm_against_torch)
+{
+    int64_t d = 5;
+    sc_tensor *x = param(2, (int64_t[]){2, 5}), *w = param(1, &d), *b = param(1, &d);
+    fill_pattern(x, 3, 7, 0.25f, 0.0f);
+    fill_pattern(w, 1, 5, 0.25f, 1.0f);
+    fill_pattern(b, 2, 5, 0.125f, 0.0f);
+    expect_values(sc_layer_norm(ctx, x, w, b, eps),
+                  (float[]){-0.9992555f, -0.0702427f, 1.561197f, -0.827427f, 1.389369f,
+                            -0.6714562f, 0.4214562f, -1.061197f, -0.007928878f, 2.372766f},
+                  10, 2e-6);
+    expect_values(sc_layer_norm(ctx, x, NULL, NULL, eps),
+                  (float[]){-1.498511f, -0.09365693f, 1.311197f, -0.5619416f, 0.8429124f,
+                            -0.8429124f, 0.5619416f, -1.311197f, 0.0936569f, 1.498511f},
+                  10, 2e-6);
+}
+
+/* ---------------------------------------------------------------------
+ * Thread-count independence: channels (batch norm) and rows (layer norm)
+ * each have one owner and sum in a fixed order. */
+
+static int64_t norm_step(sc_tensor *const *p, float *out)
+{
+    sc_params_zero_grad(ps);
+    sc_tensor *h = sc_batch_norm(ctx, p[0], p[1], p[2], p[3], p[4], momentum, eps);
+    h = sc_layer_norm(ctx, h, p[5], p[6], eps);
+    cr_assert_eq(sc_backward(ctx, sc_sum(ctx, sc_mul(ctx, h, h)), NULL, NULL), SC_OK, "%s",
+                 sc_error_message());
+    int64_t k = 0;
+    memcpy(out, h->data, sc_tensor_nbytes(h));
+    k += h->numel;
+    for (int i = 0; i < 7; i++) {
+        sc_tensor *t = i == 3 || i == 4 ? p[i] : p[i]->grad; /* running stats: values */
+        memcpy(out + k, t->data, sc_tensor_nbytes(t));
+        k += t->numel;
+    }
+    sc_ctx_reset(ctx);
+    return k;
+}
+
+Test(norm, same_bits_on_one_and_two_threads)
+{
+    sc_ctx_set_training(ctx, true);
+    int64_t shape[] = {16, 8, 20, 20}, d = 20;
+    sc_tensor *p[7] = {param(4, shape)};
+    bn_params(8, p + 1);
+    p[5] = param(1, &d);
+    p[6] = param(1, &d);
+    int64_t n = 2 * p[0]->numel + 4 * 8 + 2 * d;
+    float *one = malloc((size_t)n * sizeof *one), *two = malloc((size_t)n * sizeof *two);
+    cr_assert(one && two);
+    float rm[8], rv[8];
+    memcpy(rm, p[3]->data, sizeof rm);
+    memcpy(rv, p[4]->data, sizeof rv);
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    int64_t n1 = norm_step(p, one);
+    memcpy(p[3]->data, rm, sizeof rm); /* the same running statistics again */
+    memcpy(p[4]->data, rv, sizeof rv);
+    omp_set_num_threads(2);
+    int64_t n2 = norm_step(p, two);
+    omp_set_num_threads(threads);
+    cr_assert(n1 == n && n2 == n);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(memcmp(&one[i], &two[i], sizeof one[i]) == 0,
+                  "float %lld: %.9g on one thread, %.9g on two", (long long)i,
+                  (double)one[i], (double)two[i]);
+    free(one);
+    free(two);
+}
+
+/* ---------------------------------------------------------------------
+ * Errors. */
+
+static void expect_error(const sc_tensor *result, const char *const *parts)
+{
+    cr_assert_null(result);
+    for (int i = 0; parts[i]; i++)
+        cr_assert(strstr(sc_error_message(), parts[i]), "message \"%s\" lacks \"%s\"",
+                  sc_error_message(), parts[i]);
+}
+
+Test(norm, errors_name_op_and_shapes)
+{
+    sc_tensor *bn[4], *x = param(4, (int64_t[]){2, 3, 4, 4});
+    bn_params(4, bn);
+    sc_ctx_set_training(ctx, true);
+    expect_error(sc_batch_norm(ctx, x, bn[0], bn[1], bn[2], bn[3], momentum, eps),
+                 (const char *[]){"batch_norm", "weight", "[4]", "[2, 3, 4, 4]", NULL});
+    sc_tensor *bn3[4], *one = param(2, (int64_t[]){1, 3});
+    bn_params(3, bn3);
+    expect_error(sc_batch_norm(ctx, one, bn3[0], bn3[1], bn3[2], bn3[3], momentum, eps),
+                 (const char *[]){"batch_norm", "more than one value", "[1, 3]", NULL});
+    sc_ctx_set_training(ctx, false);
+    cr_assert_not_null(sc_batch_norm(ctx, one, bn3[0], bn3[1], bn3[2], bn3[3], momentum, eps),
+                       "eval mode takes a single sample: %s", sc_error_message());
+    int64_t five = 5;
+    expect_error(sc_layer_norm(ctx, x, param(1, &five), NULL, eps),
+                 (const char *[]){"layer_norm", "weight", "[5]", "[2, 3, 4, 4]", NULL});
+    expect_error(sc_layer_norm(ctx, x, NULL, param(1, &five), eps),
+                 (const char *[]){"layer_norm", "bias", "[5]", NULL});
+}
