@@ -79,26 +79,29 @@ static int env_int(const char *name, int fallback)
     return v && *v ? atoi(v) : fallback;
 }
 
+/* The value of the first of names[0..n) that is set, else `none`. */
+static int first_env_int(const char *const *names, size_t n, int none)
+{
+    for (size_t i = 0; i < n; i++)
+        if (getenv(names[i]))
+            return env_int(names[i], 0);
+    return none;
+}
+
 /* The world size the launcher announced: 0 when no launcher started this
  * process, -1 when one did without saying how many (PMIx alone). */
 static int launch_world(void)
 {
     static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
                                         "SLURM_STEP_NUM_TASKS"};
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
-        if (getenv(sizes[i]))
-            return env_int(sizes[i], 0);
-    return getenv("PMIX_RANK") ? -1 : 0;
+    return first_env_int(sizes, sizeof sizes / sizeof *sizes, getenv("PMIX_RANK") ? -1 : 0);
 }
 
 static int launch_rank(void)
 {
     static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
                                         "SLURM_PROCID"};
-    for (size_t i = 0; i < sizeof ranks / sizeof *ranks; i++)
-        if (getenv(ranks[i]))
-            return env_int(ranks[i], 0);
-    return 0;
+    return first_env_int(ranks, sizeof ranks / sizeof *ranks, 0);
 }
 
 static void set_prefix(int rank, int world)
@@ -670,15 +673,15 @@ sc_status sc_dist_verify(sc_dist *d, const sc_session *s, const sc_config *cfg)
 static sc_status pack_blobs(const sc_hook_blobs *blobs, char **text, size_t *len)
 {
     FILE *f = open_memstream(text, len);
-    if (!f)
-        return sc_error_set(SC_ERR_NOMEM, "out of memory for the hooks' state");
-    for (int i = 0; i < blobs->n; i++) {
+    for (int i = 0; f && i < blobs->n; i++) {
         const sc_hook_blob *b = &blobs->items[i];
         fwrite(b->hook, 1, strlen(b->hook) + 1, f);
         fwrite(&b->size, sizeof b->size, 1, f);
         fwrite(b->data, 1, b->size, f);
     }
-    return fclose(f) == 0 ? SC_OK : sc_error_set(SC_ERR_NOMEM, "out of memory for the hooks' state");
+    if (!f || fclose(f) != 0)
+        return sc_error_set(SC_ERR_NOMEM, "out of memory for the hooks' state");
+    return SC_OK;
 }
 
 static sc_status unpack_blobs(const char *p, size_t len, sc_hook_blobs *blobs)
@@ -754,12 +757,12 @@ void sc_dist_resume_position(const sc_dist *d, sc_train_state *saved, int64_t ba
 {
     int was = saved->world, now = d->world;
     saved->world = now;
-    if (was == now || was < 1)
+    if (was == now)
         return;
     if (saved->next_batch == 0) {
-        fprintf(stderr, "%sscorch-train: note: %s was saved by %d ranks, resuming with %d: "
-                "the global batch is now %lld\n", sc_dist_log_prefix(), path, was, now,
-                (long long)(d->batch_size * now));
+        fprintf(stderr, "%sscorch-train: note: %s was saved by %d rank%s, resuming with %d: "
+                "the global batch is now %lld\n", sc_dist_log_prefix(), path, was,
+                was == 1 ? "" : "s", now, (long long)(d->batch_size * now));
         return;
     }
     /* The ranks of `was` trained the first next_batch * was batches of the
@@ -771,10 +774,11 @@ void sc_dist_resume_position(const sc_dist *d, sc_train_state *saved, int64_t ba
     if (next > batches)
         next = batches;
     int64_t skipped = next * now - done;
-    fprintf(stderr, "%sscorch-train: note: %s was saved by %d ranks at batch %lld of epoch "
-            "%d, resuming with %d ranks at batch %lld (%lld samples skipped)\n",
-            sc_dist_log_prefix(), path, was, (long long)saved->next_batch, saved->epoch, now,
-            (long long)next, (long long)(skipped > 0 ? skipped * d->batch_size : 0));
+    fprintf(stderr, "%sscorch-train: note: %s was saved by %d rank%s at batch %lld of epoch "
+            "%d, resuming with %d rank%s at batch %lld (%lld samples skipped)\n",
+            sc_dist_log_prefix(), path, was, was == 1 ? "" : "s", (long long)saved->next_batch,
+            saved->epoch, now, now == 1 ? "" : "s", (long long)next,
+            (long long)(skipped > 0 ? skipped * d->batch_size : 0));
     saved->next_batch = next;
 }
 
@@ -883,6 +887,9 @@ double sc_dist_take_comm_s(sc_dist *d)
 
 void sc_dist_describe(const sc_dist *d, const sc_config *cfg, sc_run_log *log)
 {
+    if (!d->ops && strcmp(cfg->device, "distributed_dataparallel") == 0)
+        sc_run_log_info(log, "--device distributed_dataparallel outside mpirun or srun: "
+                        "training as one process");
     if (!d->ops)
         return;
     double mib = (double)sc_params_trainable_numel(d->params) * sizeof(float) / (1 << 20);

@@ -240,9 +240,8 @@ static sc_status train_step(sc_trainer *t, const sc_batch *b, double *loss_value
 {
     sc_session *s = &t->s;
     int64_t micro = b->index % t->cfg.accumulate; /* micro-batch of the optimizer step */
-    sc_rng_init(sc_ctx_rng(s->ctx), t->state.seed,
-                sc_dist_step_stream(t->dist, sc_rng_mix(RNG_STREAM_STEP, (uint64_t)t->state.step),
-                                    micro));
+    uint64_t stream = sc_rng_mix(RNG_STREAM_STEP, (uint64_t)t->state.step);
+    sc_rng_init(sc_ctx_rng(s->ctx), t->state.seed, sc_dist_step_stream(t->dist, stream, micro));
     t->lr = sc_schedule_lr(&t->state.schedule, t->state.base_lr, t->state.step);
     sc_tensor_list outputs;
     sc_tensor *loss;

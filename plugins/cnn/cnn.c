@@ -46,10 +46,10 @@ static sc_status parse_options(cnn *net, const sc_args *args, cnn_options *o)
     static const char *const known[] = {"channels", "hidden", CLASSIFIER_ARGS, NULL};
     SC_TRY(sc_args_check_known(args, known));
     SC_TRY(classifier_parse(&net->head, "cnn", args));
-    SC_TRY(classifier_widths(args, "channels", (const int64_t[]){32, 64}, 2, o->channels,
-                             MAX_STAGES, &o->n_stages));
-    SC_TRY(classifier_widths(args, "hidden", (const int64_t[]){128}, 1, o->hidden, MAX_HIDDEN,
-                             &o->n_hidden));
+    SC_TRY(classifier_positive_ints(args, "channels", (const int64_t[]){32, 64}, 2,
+                                    o->channels, MAX_STAGES, &o->n_stages));
+    SC_TRY(classifier_positive_ints(args, "hidden", (const int64_t[]){128}, 1, o->hidden,
+                                    MAX_HIDDEN, &o->n_hidden));
     if (o->n_stages == 0)
         return sc_error_set(SC_ERR_INVALID, "model arg 'channels': cnn needs at least one "
                             "conv stage");

@@ -28,8 +28,9 @@ sc_status classifier_parse(classifier *c, const char *model, const sc_args *args
     return SC_OK;
 }
 
-sc_status classifier_widths(const sc_args *args, const char *key, const int64_t *def,
-                            int n_def, int64_t *out, int max, int *n)
+sc_status classifier_positive_ints(const sc_args *args, const char *key,
+                                   const int64_t *def, int n_def, int64_t *out, int max,
+                                   int *n)
 {
     if (!sc_args_get(args, key)) {
         memcpy(out, def, (size_t)n_def * sizeof *out);
@@ -39,8 +40,8 @@ sc_status classifier_widths(const sc_args *args, const char *key, const int64_t 
     SC_TRY(sc_args_ints(args, key, out, max, n));
     for (int i = 0; i < *n; i++)
         if (out[i] < 1)
-            return sc_error_set(SC_ERR_INVALID, "model arg '%s': width %lld is not positive",
-                                key, (long long)out[i]);
+            return sc_error_set(SC_ERR_INVALID, "model arg '%s': %lld is not positive", key,
+                                (long long)out[i]);
     return SC_OK;
 }
 

@@ -30,10 +30,11 @@ typedef struct classifier_image {
 /* Reads CLASSIFIER_ARGS into c. */
 sc_status classifier_parse(classifier *c, const char *model, const sc_args *args);
 
-/* A ':'-separated list of positive widths for `key` ("channels=32:64"),
+/* A ':'-separated list of positive integers for `key` ("channels=32:64"),
  * def (n_def values) when absent; at most max. */
-sc_status classifier_widths(const sc_args *args, const char *key, const int64_t *def,
-                            int n_def, int64_t *out, int max, int *n);
+sc_status classifier_positive_ints(const sc_args *args, const char *key,
+                                   const int64_t *def, int n_def, int64_t *out, int max,
+                                   int *n);
 
 /* The dataset must give one f32 input [C, H, W] and an integer class
  * index (shape []) as target. */

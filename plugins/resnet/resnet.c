@@ -48,8 +48,8 @@ typedef struct resnet_options {
 static sc_status parse_blocks(const sc_args *args, resnet_options *o)
 {
     int n;
-    SC_TRY(classifier_widths(args, "blocks", (const int64_t[]){2}, 1, o->blocks, MAX_STAGES,
-                             &n));
+    SC_TRY(classifier_positive_ints(args, "blocks", (const int64_t[]){2}, 1, o->blocks,
+                                    MAX_STAGES, &n));
     if (n == 1)
         for (int s = 1; s < o->n_stages; s++)
             o->blocks[s] = o->blocks[0];
@@ -90,8 +90,8 @@ static sc_status parse_options(resnet *net, const sc_args *args, resnet_options 
     if (o->stem < 1)
         return sc_error_set(SC_ERR_INVALID, "model arg 'stem': width %lld is not positive",
                             (long long)o->stem);
-    SC_TRY(classifier_widths(args, "channels", (const int64_t[]){32, 64, 128}, 3, o->channels,
-                             MAX_STAGES, &o->n_stages));
+    SC_TRY(classifier_positive_ints(args, "channels", (const int64_t[]){32, 64, 128}, 3,
+                                    o->channels, MAX_STAGES, &o->n_stages));
     if (o->n_stages == 0)
         return sc_error_set(SC_ERR_INVALID, "model arg 'channels': resnet needs at least one "
                             "stage");

@@ -6,7 +6,11 @@
  * runs, in milliseconds. Backward is timed by calling the layer's kernel
  * on its tape node, so each figure is that kernel alone.
  *
- *     bench_ops [threads]      (default 2) */
+ *     bench_ops [threads] [--cpu-time]      (default 2 threads)
+ *
+ * --cpu-time times with the thread's CPU clock instead of the wall clock
+ * (meaningful on one thread; steadier on a shared machine). PyTorch's
+ * side of the table: tests/bench/bench_ops_torch.py. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +27,12 @@ static sc_rng rng;
 static sc_tensor *conv1_w, *conv2_w, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
 static sc_tensor *bn1[4], *bn2[4]; /* weight, bias, running mean, running variance */
 
+static clockid_t clock_id = CLOCK_MONOTONIC;
+
 static double now(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock_id, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -207,7 +213,13 @@ static bool bench_step(double *ms)
 
 int main(int argc, char **argv)
 {
-    int threads = argc > 1 ? atoi(argv[1]) : 2;
+    int threads = 2;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--cpu-time") == 0)
+            clock_id = CLOCK_THREAD_CPUTIME_ID;
+        else
+            threads = atoi(argv[i]);
+    }
     sc_cpu_set_threads(threads);
     sc_rng_init(&rng, 1, 0);
     ctx = sc_ctx_new((sc_device){SC_DEVICE_CPU, 0});

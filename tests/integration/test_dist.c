@@ -111,6 +111,17 @@ static void expect_ok_and_free(run_result r)
     run_result_free(&r);
 }
 
+/* 2 ranks with rank_fault_hook armed: rank 1 does `how` once 5 steps are
+ * done (rank_fault_hook.c). */
+static run_result train_with_fault(const char *dir, const char *epochs, const char *how)
+{
+    char fault[64];
+    snprintf(fault, sizeof fault, "SCORCH_TEST_FAULT=%s", how);
+    return train_ranks("2", dir, epochs, "32", (const char *const[]){"--hooks", bin().hook, NULL},
+                       (const char *const[]){"SCORCH_TEST_FAULT_RANK=1",
+                                             "SCORCH_TEST_FAULT_STEP=5", fault, NULL});
+}
+
 static void checkpoint_of(char *buf, const char *dir, const char *alias)
 {
     snprintf(buf, PATH, "%s/checkpoints/%s.ckpt", dir, alias);
@@ -346,10 +357,7 @@ Test(dist, a_failing_rank_stops_every_rank_naming_it)
 {
     char dir[DIR];
     temp_dir(dir, sizeof dir);
-    run_result r = train_ranks("2", dir, "2", "32",
-                               (const char *const[]){"--hooks", bin().hook, NULL},
-                               (const char *const[]){"SCORCH_TEST_FAULT_RANK=1",
-                                                     "SCORCH_TEST_FAULT_STEP=5", NULL});
+    run_result r = train_with_fault(dir, "2", "error");
     cr_assert_neq(r.status, 0, "%s", r.out);
     cr_assert(strstr(r.err, "[rank 0] scorch-train: rank 1 failed: ") &&
                   strstr(r.err, "injected fault on rank 1 at step 5"),
@@ -363,11 +371,7 @@ Test(dist, a_killed_rank_ends_the_job)
 {
     char dir[DIR];
     temp_dir(dir, sizeof dir);
-    run_result r = train_ranks("2", dir, "2", "32",
-                               (const char *const[]){"--hooks", bin().hook, NULL},
-                               (const char *const[]){"SCORCH_TEST_FAULT_RANK=1",
-                                                     "SCORCH_TEST_FAULT_STEP=5",
-                                                     "SCORCH_TEST_FAULT=kill", NULL});
+    run_result r = train_with_fault(dir, "2", "kill");
     cr_assert_neq(r.status, 0, "%s", r.out);
     cr_assert(strstr(r.err, "rank 1") || strstr(r.out, "rank 1"), "stdout:\n%s\nstderr:\n%s",
               r.out, r.err);
@@ -378,11 +382,7 @@ Test(dist, ranks_whose_parameters_drift_apart_are_stopped)
 {
     char dir[DIR];
     temp_dir(dir, sizeof dir);
-    run_result r = train_ranks("2", dir, "2", "32",
-                               (const char *const[]){"--hooks", bin().hook, NULL},
-                               (const char *const[]){"SCORCH_TEST_FAULT_RANK=1",
-                                                     "SCORCH_TEST_FAULT_STEP=5",
-                                                     "SCORCH_TEST_FAULT=lr", NULL});
+    run_result r = train_with_fault(dir, "2", "lr");
     cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
     cr_assert(strstr(r.err, "[rank 0] scorch-train: the ranks' parameters have diverged: "
                             "rank 1's differ from rank 0's"),
@@ -395,11 +395,7 @@ Test(dist, a_checkpoint_one_rank_asks_for_is_taken_by_all)
 {
     char dir[DIR], ckpt[PATH];
     temp_dir(dir, sizeof dir);
-    run_result r = train_ranks("2", dir, "1", "32",
-                               (const char *const[]){"--hooks", bin().hook, NULL},
-                               (const char *const[]){"SCORCH_TEST_FAULT_RANK=1",
-                                                     "SCORCH_TEST_FAULT_STEP=5",
-                                                     "SCORCH_TEST_FAULT=save", NULL});
+    run_result r = train_with_fault(dir, "1", "save");
     expect_ok(&r);
     snprintf(ckpt, PATH, "%s/checkpoints/epoch-0001-step-000000005.ckpt", dir);
     cr_assert(access(ckpt, R_OK) == 0, "no checkpoint at step 5:\n%s", r.out);

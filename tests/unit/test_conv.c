@@ -1,8 +1,8 @@
 /* conv2d, pooling and concat: finite-difference gradient checks (odd
  * shapes, stride, padding, dilation, groups, depthwise, 1x1, non-square
- * kernels, frozen inputs), forward values against PyTorch, large chunked
- * convolutions against a direct reference, determinism, and error
- * messages. */
+ * kernels, frozen inputs, the Winograd path), forward values against
+ * PyTorch, large convolutions (several column chunks, Winograd tiles)
+ * against a direct reference, determinism, and error messages. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <omp.h>
@@ -306,7 +306,7 @@ Test(conv, big_conv2d_against_direct)
                                  {{1, 1}, {0, 0}, {1, 1}, 1}});
 }
 
-/* 3x3 at stride 1 with 16 channels or more goes through Winograd's
+/* 3x3 at stride 1 with 8 channels or more goes through Winograd's
  * F(2x2, 3x3): odd output sizes (part tiles), each padding up to 2, a
  * chunk of tiles spanning images, and a single image. */
 Test(conv, winograd_against_direct)
@@ -332,7 +332,8 @@ Test(conv, grad_conv2d_winograd)
 }
 
 /* Forward and backward of a conv layer twice on two threads: the same
- * bits (each output has one writer, partial sums add in a fixed order). */
+ * bits (each output has one writer, partial sums add in a fixed order),
+ * through im2col (4 channels) and Winograd (8). */
 static void conv_step(sc_tensor *const *p, float *out)
 {
     sc_params_zero_grad(ps);
@@ -349,18 +350,20 @@ static void conv_step(sc_tensor *const *p, float *out)
 
 Test(conv, same_bits_every_run)
 {
-    sc_tensor *p[] = {param4(16, 8, 12, 12), param4(16, 8, 3, 3), param(1, (int64_t[]){16})};
-    int64_t n = p[0]->numel + p[1]->numel + p[2]->numel + 16 * 16 * 144;
-    float *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
-    cr_assert(a && b);
-    int threads = omp_get_max_threads();
-    omp_set_num_threads(2);
-    conv_step(p, a);
-    conv_step(p, b);
-    omp_set_num_threads(threads);
-    cr_assert(memcmp(a, b, (size_t)n * sizeof *a) == 0);
-    free(a);
-    free(b);
+    for (int64_t c = 4; c <= 8; c += 4) {
+        sc_tensor *p[] = {param4(16, c, 12, 12), param4(16, c, 3, 3), param(1, (int64_t[]){16})};
+        int64_t n = p[0]->numel + p[1]->numel + p[2]->numel + 16 * 16 * 144;
+        float *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+        cr_assert(a && b);
+        int threads = omp_get_max_threads();
+        omp_set_num_threads(2);
+        conv_step(p, a);
+        conv_step(p, b);
+        omp_set_num_threads(threads);
+        cr_assert(memcmp(a, b, (size_t)n * sizeof *a) == 0, "%lld channels", (long long)c);
+        free(a);
+        free(b);
+    }
 }
 
 /* ---------------------------------------------------------------------

@@ -74,7 +74,8 @@ sc_tensor *sc_mean(sc_ctx *ctx, sc_tensor *x);
 /* ---- convolutional networks (NCHW) ---- */
 
 /* Geometry of a 2-D convolution; [0] is height, [1] width. A NULL opts
- * means stride 1, padding 0, dilation 1, groups 1. */
+ * means stride 1, padding 0, dilation 1, groups 1; in an opts struct a
+ * zero stride, dilation or groups (a field left out) means 1 too. */
 typedef struct sc_conv2d_opts {
     int stride[2];
     int padding[2];

@@ -30,7 +30,8 @@ static sc_status infer_batch_norm(const sc_node *node, sc_tensor *out)
     for (int i = 1; i < 5; i++)
         SC_TRY(check_vector(node, i, names[i], x->shape[1]));
     /* The variance of one value per channel is undefined (PyTorch refuses too). */
-    if (node->params.batch_norm.training && x->numel == x->shape[1])
+    int64_t per_channel = x->shape[1] > 0 ? x->numel / x->shape[1] : 0;
+    if (node->params.batch_norm.training && per_channel < 2)
         return sc_error_set(SC_ERR_INVALID, "batch_norm: training needs more than one value "
                             "per channel, got input %s",
                             sc_shape_str(x->ndim, x->shape, sx, sizeof sx));
