@@ -145,7 +145,8 @@ sc_status sc_dist_sync_buffers(sc_dist *d);
 /* Seconds spent in collectives since the last call (0 for one process). */
 double sc_dist_take_comm_s(sc_dist *d);
 
-/* Rank 0's line about the job (nothing for a single process). */
+/* Rank 0's line about the job; for a single process only a note when
+ * --device distributed_dataparallel was given without a launcher. */
 void sc_dist_describe(const sc_dist *d, const sc_config *cfg, sc_run_log *log);
 
 /* ---- reporting ---- */
