@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,12 +37,49 @@ static bool file_exists(const char *path)
     return stat(path, &st) == 0;
 }
 
+/* Takes RUN/.lock and writes our PID in it, for the message a second run
+ * gets. */
+static sc_status lock_run_dir(sc_run_dir *rd)
+{
+    char path[SC_PATH_MAX + 8];
+    snprintf(path, sizeof path, "%s/.lock", rd->root);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return sc_error_set(SC_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        close(fd);
+        return sc_error_set(SC_ERR_STATE,
+                            "run directory %s is in use by another scorch-train (pid %s)",
+                            rd->root, pid[0] ? pid : "unknown");
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        close(fd);
+        return sc_error_set(SC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    }
+    rd->lock_fd = fd;
+    rd->locked = true;
+    return SC_OK;
+}
+
+void sc_run_dir_close(sc_run_dir *rd)
+{
+    if (rd->locked)
+        close(rd->lock_fd);
+    rd->locked = false;
+}
+
 sc_status sc_run_dir_prepare(sc_run_dir *rd, const char *path, bool resume)
 {
     if (strlen(path) + 32 >= sizeof rd->root)
         return sc_error_set(SC_ERR_INVALID, "run directory path too long: %s", path);
     snprintf(rd->root, sizeof rd->root, "%s", path);
     snprintf(rd->checkpoints, sizeof rd->checkpoints, "%s/checkpoints", path);
+    rd->locked = false;
     char last[SC_PATH_MAX];
     sc_run_dir_alias(rd, "last", last, sizeof last);
     if (!resume && file_exists(last))
@@ -48,7 +87,8 @@ sc_status sc_run_dir_prepare(sc_run_dir *rd, const char *path, bool resume)
                             "%s already holds a run (%s); continue it with --resume, "
                             "or choose another --run-dir",
                             path, last);
-    return mkdir_p(rd->checkpoints);
+    SC_TRY(mkdir_p(rd->checkpoints));
+    return lock_run_dir(rd);
 }
 
 void sc_run_dir_file(const sc_run_dir *rd, const char *name, char *buf, size_t size)

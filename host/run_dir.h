@@ -7,7 +7,9 @@
  *   RUN/tensorboard/events.out.tfevents.*          TensorBoard (tensorboard.h)
  *
  * A directory that already holds a run is only reused with --resume, so a
- * new run never overwrites an old run's checkpoints.
+ * new run never overwrites an old run's checkpoints; and one process at a
+ * time holds it (RUN/.lock), so a second run on it stops before touching
+ * anything.
  */
 #ifndef SCORCH_HOST_RUN_DIR_H
 #define SCORCH_HOST_RUN_DIR_H
@@ -20,11 +22,17 @@
 typedef struct sc_run_dir {
     char root[SC_PATH_MAX];
     char checkpoints[SC_PATH_MAX];
+    bool locked;
+    int lock_fd; /* RUN/.lock, flock()ed while locked */
 } sc_run_dir;
 
-/* Creates RUN and RUN/checkpoints as needed. Without resume, refuses a
- * directory that already has checkpoints. */
+/* Creates RUN and RUN/checkpoints as needed and locks RUN: a directory
+ * another process holds is refused, naming its PID. Without resume, refuses
+ * a directory that already has checkpoints. */
 sc_status sc_run_dir_prepare(sc_run_dir *rd, const char *path, bool resume);
+
+/* Releases the lock (also released when the process ends). */
+void sc_run_dir_close(sc_run_dir *rd);
 
 /* RUN/<name> into buf. */
 void sc_run_dir_file(const sc_run_dir *rd, const char *name, char *buf, size_t size);

@@ -910,6 +910,7 @@ void sc_trainer_free(sc_trainer *t)
     if (t->s.params) /* opened */
         sc_session_close(&t->s);
     free(t->config_text);
+    sc_run_dir_close(&t->rd);
     sc_hook_blobs_clear(&t->hook_blobs);
     free(t->grads);
     sc_dist_close(t->dist);

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
+#include <fcntl.h>
 
 #include "harness.h"
 
@@ -137,6 +139,31 @@ Test(train, refuses_to_overwrite_a_run)
     r = train_synthetic(dir, 1, NULL, NULL);
     cr_assert_neq(r.status, 0);
     cr_assert(strstr(r.err, "--resume"), "%s", r.err);
+    run_result_free(&r);
+}
+
+Test(train, a_run_directory_in_use_is_left_alone)
+{
+    char dir[DIR], lock[PATH], metrics[PATH];
+    temp_dir(dir, sizeof dir);
+    run_result r = train_synthetic(dir, 1, NULL, NULL);
+    expect_ok(&r);
+    run_result_free(&r);
+    /* Hold the lock as a running scorch-train would. */
+    run_dir_file(lock, dir, ".lock");
+    int fd = open(lock, O_RDWR);
+    cr_assert(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0);
+    cr_assert_eq(pwrite(fd, "4242\n", 5, 0), 5);
+    run_dir_file(metrics, dir, "metrics.jsonl");
+    char *before = read_text(metrics);
+    r = train_synthetic(dir, 2, (const char *[]){"--resume", NULL}, NULL);
+    cr_assert_eq(r.status, 1);
+    cr_assert(strstr(r.err, "in use by another scorch-train (pid 4242"), "%s", r.err);
+    char *after = read_text(metrics);
+    cr_assert(before && after && strcmp(before, after) == 0, "metrics.jsonl was touched");
+    close(fd);
+    free(before);
+    free(after);
     run_result_free(&r);
 }
 

@@ -7,28 +7,17 @@
 
 #include "context_impl.h"
 #include "gradcheck.h"
+#include "op_fixture.h"
 #include "op.h"
 #include "scorch/scorch.h"
 
-static sc_ctx *ctx;
-static sc_params *ps;
-static sc_rng rng;
 
 static void setup(void)
 {
-    ctx = sc_ctx_new((sc_device){SC_DEVICE_CPU, 0});
-    ps = sc_params_new();
-    cr_assert(ctx && ps);
-    sc_rng_init(&rng, 3, 0);
+    op_fixture_setup(3);
 }
 
-static void teardown(void)
-{
-    sc_params_free(ps);
-    sc_ctx_free(ctx);
-}
-
-TestSuite(autograd, .init = setup, .fini = teardown);
+TestSuite(autograd, .init = setup, .fini = op_fixture_teardown);
 
 static sc_tensor *param(const char *name, int ndim, const int64_t *shape)
 {

@@ -11,43 +11,21 @@
 #include <string.h>
 
 #include "gradcheck.h"
+#include "op_fixture.h"
 #include "scorch/scorch.h"
 
-static sc_ctx *ctx;
-static sc_params *ps;
-static sc_rng rng;
-static int n_params;
 
 static void setup(void)
 {
-    ctx = sc_ctx_new((sc_device){SC_DEVICE_CPU, 0});
-    ps = sc_params_new();
-    cr_assert(ctx && ps);
-    sc_rng_init(&rng, 42, 0);
-    n_params = 0;
+    op_fixture_setup(42);
 }
 
-static void teardown(void)
-{
-    sc_params_free(ps);
-    sc_ctx_free(ctx);
-}
+TestSuite(conv, .init = setup, .fini = op_fixture_teardown);
 
-TestSuite(conv, .init = setup, .fini = teardown);
-
-/* A fresh parameter with values uniform in [-1, 1). */
-static sc_tensor *param(int ndim, const int64_t *shape)
-{
-    char name[32];
-    snprintf(name, sizeof name, "p%d", n_params++);
-    sc_tensor *t = gradcheck_param(ps, name, ndim, shape, -1.0f, 1.0f, &rng);
-    cr_assert_not_null(t, "%s", sc_error_message());
-    return t;
-}
 
 static sc_tensor *param4(int64_t a, int64_t b, int64_t c, int64_t d)
 {
-    return param(4, (int64_t[]){a, b, c, d});
+    return test_param(4, (int64_t[]){a, b, c, d});
 }
 
 /* t[i] = ((i mul) mod m - m / 2) scale: the inputs of the PyTorch
@@ -128,7 +106,7 @@ static const gradcheck_opts linear_opts = {.eps = 0.05};
 
 static void expect_conv_grads(const conv_case *k)
 {
-    sc_tensor *in[] = {param(4, k->x), param(4, k->w), param(1, &k->w[0])};
+    sc_tensor *in[] = {test_param(4, k->x), test_param(4, k->w), test_param(1, &k->w[0])};
     expect_grads_opts(k->name, apply_conv, (void *)k, k->bias ? 3 : 2, in, &linear_opts);
 }
 
@@ -158,7 +136,7 @@ Test(conv, grad_conv2d_geometries)
 Test(conv, grad_conv2d_frozen_inputs)
 {
     conv_case k = {"frozen", {2, 3, 5, 7}, {4, 3, 3, 3}, true, {{1, 1}, {1, 1}, {1, 1}, 1}};
-    sc_tensor *x = param(4, k.x), *w = param(4, k.w), *b = param(1, &k.w[0]);
+    sc_tensor *x = test_param(4, k.x), *w = test_param(4, k.w), *b = test_param(1, &k.w[0]);
     sc_params_set_trainable(w, false);
     expect_grads("frozen weight", apply_conv, &k, 3, (sc_tensor *[]){x, w, b});
     sc_params_set_trainable(w, true);
@@ -187,7 +165,7 @@ Test(conv, defaults)
 
 Test(conv, values_conv2d_against_torch)
 {
-    sc_tensor *x = param4(1, 2, 4, 5), *w = param4(3, 2, 3, 2), *b = param(1, (int64_t[]){3});
+    sc_tensor *x = param4(1, 2, 4, 5), *w = param4(3, 2, 3, 2), *b = test_param(1, (int64_t[]){3});
     fill_pattern(x, 7, 11, 0.125f);
     fill_pattern(w, 5, 9, 0.0625f);
     fill_pattern(b, 1, 3, 0.25f);
@@ -266,7 +244,7 @@ static void expect_close(const char *what, const float *got, const double *want,
 static void expect_big_conv(const conv_dims *d)
 {
     sc_tensor *x = param4(d->n, d->c, d->h, d->w), *w = param4(d->oc, d->cg, d->kh, d->kw);
-    sc_tensor *b = param(1, &d->oc);
+    sc_tensor *b = test_param(1, &d->oc);
     sc_tensor *gy = sc_tensor_alloc(SC_F32, 4, (int64_t[]){d->n, d->oc, d->oh, d->ow});
     cr_assert_not_null(gy);
     for (int64_t i = 0; i < gy->numel; i++)
@@ -351,7 +329,7 @@ static void conv_step(sc_tensor *const *p, float *out)
 Test(conv, same_bits_every_run)
 {
     for (int64_t c = 4; c <= 8; c += 4) {
-        sc_tensor *p[] = {param4(16, c, 12, 12), param4(16, c, 3, 3), param(1, (int64_t[]){16})};
+        sc_tensor *p[] = {param4(16, c, 12, 12), param4(16, c, 3, 3), test_param(1, (int64_t[]){16})};
         int64_t n = p[0]->numel + p[1]->numel + p[2]->numel + 16 * 16 * 144;
         float *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
         cr_assert(a && b);
@@ -401,7 +379,7 @@ Test(conv, grad_pools)
 {
     for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) {
         const pool_case *k = &pool_cases[i];
-        sc_tensor *x = param(4, k->x);
+        sc_tensor *x = test_param(4, k->x);
         fill_distinct(x);
         expect_grads(k->name, apply_max_pool, (void *)&k->opts, 1, &x);
         expect_grads(k->name, apply_avg_pool, (void *)&k->opts, 1, &x);
@@ -478,19 +456,19 @@ Test(conv, grad_concat)
         const concat_case *k = &cases[i];
         sc_tensor *in[3];
         for (int j = 0; j < k->n; j++)
-            in[j] = param(k->ndim, k->shapes[j]);
+            in[j] = test_param(k->ndim, k->shapes[j]);
         expect_grads(k->name, apply_concat, (void *)k, k->n, in);
     }
     /* a middle input without gradient is skipped */
     concat_case k = {"frozen middle", 3, 2, 1, {{2, 3}, {2, 2}, {2, 4}}};
-    sc_tensor *in[] = {param(2, k.shapes[0]), param(2, k.shapes[1]), param(2, k.shapes[2])};
+    sc_tensor *in[] = {test_param(2, k.shapes[0]), test_param(2, k.shapes[1]), test_param(2, k.shapes[2])};
     sc_params_set_trainable(in[1], false);
     expect_grads(k.name, apply_concat, &k, 3, in);
 }
 
 Test(conv, values_concat)
 {
-    sc_tensor *a = param(2, (int64_t[]){2, 2}), *b = param(2, (int64_t[]){2, 1});
+    sc_tensor *a = test_param(2, (int64_t[]){2, 2}), *b = test_param(2, (int64_t[]){2, 1});
     memcpy(a->data, (float[]){1, 2, 3, 4}, 4 * sizeof(float));
     memcpy(b->data, (float[]){5, 6}, 2 * sizeof(float));
     sc_tensor *y = sc_concat(ctx, 2, (sc_tensor *[]){a, b}, 1);
@@ -516,11 +494,11 @@ Test(conv, errors_name_op_and_shapes)
                  (const char *[]){"conv2d", "larger", "[4, 3, 7, 3]", "[2, 3, 5, 7]", NULL});
     cr_assert_not_null(sc_conv2d(ctx, x, big, NULL, &(sc_conv2d_opts){.padding = {1, 0}}),
                        "padding makes room: %s", sc_error_message());
-    sc_tensor *b = param(1, (int64_t[]){3});
+    sc_tensor *b = test_param(1, (int64_t[]){3});
     expect_error(sc_conv2d(ctx, x, w3, b, NULL), (const char *[]){"conv2d", "bias", "[3]", NULL});
     expect_error(sc_conv2d(ctx, x, w3, NULL, &(sc_conv2d_opts){.stride = {-1, 1}}),
                  (const char *[]){"conv2d", "stride", NULL});
-    sc_tensor *flat = param(2, (int64_t[]){2, 3});
+    sc_tensor *flat = test_param(2, (int64_t[]){2, 3});
     expect_error(sc_conv2d(ctx, flat, w3, NULL, NULL), (const char *[]){"conv2d", "[2, 3]", NULL});
 
     expect_error(sc_max_pool2d(ctx, x, &(sc_pool2d_opts){.kernel = {7, 2}}),

@@ -5,27 +5,16 @@
 #include <math.h>
 #include <string.h>
 
+#include "op_fixture.h"
 #include "scorch/scorch.h"
 
-static sc_ctx *ctx;
-static sc_params *ps;
-static sc_rng rng;
 
 static void setup(void)
 {
-    ctx = sc_ctx_new((sc_device){SC_DEVICE_CPU, 0});
-    ps = sc_params_new();
-    cr_assert(ctx && ps);
-    sc_rng_init(&rng, 11, 0);
+    op_fixture_setup(11);
 }
 
-static void teardown(void)
-{
-    sc_params_free(ps);
-    sc_ctx_free(ctx);
-}
-
-TestSuite(nn, .init = setup, .fini = teardown);
+TestSuite(nn, .init = setup, .fini = op_fixture_teardown);
 
 /* ---- helpers ---- */
 

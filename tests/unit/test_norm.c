@@ -11,40 +11,19 @@
 #include <string.h>
 
 #include "gradcheck.h"
+#include "op_fixture.h"
 #include "scorch/scorch.h"
 
-static sc_ctx *ctx;
-static sc_params *ps;
-static sc_rng rng;
-static int n_params;
 
 static void setup(void)
 {
-    ctx = sc_ctx_new((sc_device){SC_DEVICE_CPU, 0});
-    ps = sc_params_new();
-    cr_assert(ctx && ps);
-    sc_rng_init(&rng, 42, 0);
-    n_params = 0;
+    op_fixture_setup(42);
 }
 
-static void teardown(void)
-{
-    sc_params_free(ps);
-    sc_ctx_free(ctx);
-}
-
-TestSuite(norm, .init = setup, .fini = teardown);
+TestSuite(norm, .init = setup, .fini = op_fixture_teardown);
 
 static const float momentum = 0.1f, eps = 1e-5f;
 
-static sc_tensor *param(int ndim, const int64_t *shape)
-{
-    char name[32];
-    snprintf(name, sizeof name, "p%d", n_params++);
-    sc_tensor *t = gradcheck_param(ps, name, ndim, shape, -1.0f, 1.0f, &rng);
-    cr_assert_not_null(t, "%s", sc_error_message());
-    return t;
-}
 
 /* t[i] = ((i mul) mod m - m / 2) scale + offset, as the PyTorch references
  * build their inputs. */
@@ -70,11 +49,11 @@ static void expect_values(const sc_tensor *y, const float *want, int64_t n, doub
  * PyTorch starts them) of c channels: bn[0..3]. */
 static void bn_params(int64_t c, sc_tensor **bn)
 {
-    bn[0] = param(1, &c);
-    bn[1] = param(1, &c);
+    bn[0] = test_param(1, &c);
+    bn[1] = test_param(1, &c);
     for (int i = 0; i < 2; i++) {
         char name[32];
-        snprintf(name, sizeof name, "running%d.%d", i, n_params++);
+        snprintf(name, sizeof name, "running%d.%d", i, sc_params_count(ps));
         bn[2 + i] = sc_params_add_buffer(ps, name, 1, &c);
         cr_assert_not_null(bn[2 + i], "%s", sc_error_message());
     }
@@ -89,7 +68,7 @@ static sc_tensor *apply_batch_norm(sc_ctx *c, sc_tensor *const *in, void *user)
 
 static void expect_bn_grads(const char *what, int ndim, const int64_t *shape)
 {
-    sc_tensor *in[5] = {param(ndim, shape)};
+    sc_tensor *in[5] = {test_param(ndim, shape)};
     bn_params(shape[1], in + 1);
     gradcheck_report rep;
     cr_assert(gradcheck_run(ctx, apply_batch_norm, NULL, 5, in, NULL, &rep), "%s: %s", what,
@@ -109,7 +88,7 @@ Test(norm, grad_batch_norm_train)
 Test(norm, grad_batch_norm_eval)
 {
     sc_ctx_set_training(ctx, false);
-    sc_tensor *in[5] = {param(4, (int64_t[]){3, 2, 5, 7})};
+    sc_tensor *in[5] = {test_param(4, (int64_t[]){3, 2, 5, 7})};
     bn_params(2, in + 1);
     memcpy(in[3]->data, (float[]){0.3f, -0.2f}, 2 * sizeof(float));
     memcpy(in[4]->data, (float[]){0.5f, 2.0f}, 2 * sizeof(float));
@@ -123,7 +102,7 @@ Test(norm, grad_batch_norm_eval)
 Test(norm, values_batch_norm_against_torch)
 {
     sc_ctx_set_training(ctx, true);
-    sc_tensor *bn[4], *x = param(4, (int64_t[]){4, 3, 2, 2});
+    sc_tensor *bn[4], *x = test_param(4, (int64_t[]){4, 3, 2, 2});
     bn_params(3, bn);
     fill_pattern(bn[0], 1, 5, 0.25f, 1.0f);
     fill_pattern(bn[1], 2, 5, 0.125f, 0.0f);
@@ -150,7 +129,7 @@ Test(norm, values_batch_norm_against_torch)
  * computes the closed form with them, and leaves them alone. */
 Test(norm, eval_uses_running_statistics)
 {
-    sc_tensor *bn[4], *x = param(4, (int64_t[]){6, 3, 4, 5});
+    sc_tensor *bn[4], *x = test_param(4, (int64_t[]){6, 3, 4, 5});
     bn_params(3, bn);
     sc_ctx_set_training(ctx, true);
     for (int step = 0; step < 3; step++) {
@@ -182,7 +161,7 @@ Test(norm, eval_uses_running_statistics)
 Test(norm, batch_norm_stable_far_from_zero)
 {
     sc_ctx_set_training(ctx, true);
-    sc_tensor *bn[4], *x = param(4, (int64_t[]){8, 2, 16, 16});
+    sc_tensor *bn[4], *x = test_param(4, (int64_t[]){8, 2, 16, 16});
     bn_params(2, bn);
     for (int c = 0; c < 2; c++) {
         sc_tensor_f32(bn[0])[c] = 1.0f;
@@ -226,7 +205,7 @@ Test(norm, grad_layer_norm)
         for (int i = 0; i < 4; i++) {
             int ndim = s == 0 ? 3 : 2;
             int64_t d = shapes[s][ndim - 1];
-            sc_tensor *in[] = {param(ndim, shapes[s]), param(1, &d), param(1, &d)};
+            sc_tensor *in[] = {test_param(ndim, shapes[s]), test_param(1, &d), test_param(1, &d)};
             gradcheck_report rep;
             int n = cases[i].weight || cases[i].bias ? 3 : 1;
             cr_assert(gradcheck_run(ctx, apply_layer_norm, (void *)&cases[i], n, in, NULL, &rep),
@@ -239,7 +218,7 @@ Test(norm, grad_layer_norm)
 Test(norm, values_layer_norm_against_torch)
 {
     int64_t d = 5;
-    sc_tensor *x = param(2, (int64_t[]){2, 5}), *w = param(1, &d), *b = param(1, &d);
+    sc_tensor *x = test_param(2, (int64_t[]){2, 5}), *w = test_param(1, &d), *b = test_param(1, &d);
     fill_pattern(x, 3, 7, 0.25f, 0.0f);
     fill_pattern(w, 1, 5, 0.25f, 1.0f);
     fill_pattern(b, 2, 5, 0.125f, 0.0f);
@@ -280,10 +259,10 @@ Test(norm, same_bits_on_one_and_two_threads)
 {
     sc_ctx_set_training(ctx, true);
     int64_t shape[] = {16, 8, 20, 20}, d = 20;
-    sc_tensor *p[7] = {param(4, shape)};
+    sc_tensor *p[7] = {test_param(4, shape)};
     bn_params(8, p + 1);
-    p[5] = param(1, &d);
-    p[6] = param(1, &d);
+    p[5] = test_param(1, &d);
+    p[6] = test_param(1, &d);
     int64_t n = 2 * p[0]->numel + 4 * 8 + 2 * d;
     float *one = malloc((size_t)n * sizeof *one), *two = malloc((size_t)n * sizeof *two);
     cr_assert(one && two);
@@ -320,12 +299,12 @@ static void expect_error(const sc_tensor *result, const char *const *parts)
 
 Test(norm, errors_name_op_and_shapes)
 {
-    sc_tensor *bn[4], *x = param(4, (int64_t[]){2, 3, 4, 4});
+    sc_tensor *bn[4], *x = test_param(4, (int64_t[]){2, 3, 4, 4});
     bn_params(4, bn);
     sc_ctx_set_training(ctx, true);
     expect_error(sc_batch_norm(ctx, x, bn[0], bn[1], bn[2], bn[3], momentum, eps),
                  (const char *[]){"batch_norm", "weight", "[4]", "[2, 3, 4, 4]", NULL});
-    sc_tensor *bn3[4], *one = param(2, (int64_t[]){1, 3});
+    sc_tensor *bn3[4], *one = test_param(2, (int64_t[]){1, 3});
     bn_params(3, bn3);
     expect_error(sc_batch_norm(ctx, one, bn3[0], bn3[1], bn3[2], bn3[3], momentum, eps),
                  (const char *[]){"batch_norm", "more than one value", "[1, 3]", NULL});
@@ -333,8 +312,8 @@ Test(norm, errors_name_op_and_shapes)
     cr_assert_not_null(sc_batch_norm(ctx, one, bn3[0], bn3[1], bn3[2], bn3[3], momentum, eps),
                        "eval mode takes a single sample: %s", sc_error_message());
     int64_t five = 5;
-    expect_error(sc_layer_norm(ctx, x, param(1, &five), NULL, eps),
+    expect_error(sc_layer_norm(ctx, x, test_param(1, &five), NULL, eps),
                  (const char *[]){"layer_norm", "weight", "[5]", "[2, 3, 4, 4]", NULL});
-    expect_error(sc_layer_norm(ctx, x, NULL, param(1, &five), eps),
+    expect_error(sc_layer_norm(ctx, x, NULL, test_param(1, &five), eps),
                  (const char *[]){"layer_norm", "bias", "[5]", NULL});
 }

@@ -9,39 +9,17 @@
 #include <string.h>
 
 #include "gradcheck.h"
+#include "op_fixture.h"
 #include "scorch/scorch.h"
 
-static sc_ctx *ctx;
-static sc_params *ps;
-static sc_rng rng;
-static int n_params;
 
 static void setup(void)
 {
-    ctx = sc_ctx_new((sc_device){SC_DEVICE_CPU, 0});
-    ps = sc_params_new();
-    cr_assert(ctx && ps);
-    sc_rng_init(&rng, 42, 0);
-    n_params = 0;
+    op_fixture_setup(42);
 }
 
-static void teardown(void)
-{
-    sc_params_free(ps);
-    sc_ctx_free(ctx);
-}
+TestSuite(ops, .init = setup, .fini = op_fixture_teardown);
 
-TestSuite(ops, .init = setup, .fini = teardown);
-
-/* A fresh parameter with values uniform in [-1, 1). */
-static sc_tensor *param(int ndim, const int64_t *shape)
-{
-    char name[32];
-    snprintf(name, sizeof name, "p%d", n_params++);
-    sc_tensor *t = gradcheck_param(ps, name, ndim, shape, -1.0f, 1.0f, &rng);
-    cr_assert_not_null(t, "%s", sc_error_message());
-    return t;
-}
 
 /* Moves every value at least 0.1 away from 0 (the kink of relu). */
 static void away_from_zero(sc_tensor *t)
@@ -131,7 +109,7 @@ static void expect_unary_grads(const char *what, sc_tensor *(*fn)(sc_ctx *, sc_t
     };
     unary_box box = {fn};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        sc_tensor *x = param(shapes[i].ndim, shapes[i].shape);
+        sc_tensor *x = test_param(shapes[i].ndim, shapes[i].shape);
         if (avoid_zero)
             away_from_zero(x);
         char label[64];
@@ -156,14 +134,14 @@ static void expect_binary_grads(const char *what,
     };
     binary_box box = {fn};
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-        sc_tensor *a = param(pairs[i].na, pairs[i].a), *b = param(pairs[i].nb, pairs[i].b);
+        sc_tensor *a = test_param(pairs[i].na, pairs[i].a), *b = test_param(pairs[i].nb, pairs[i].b);
         char sa[64], sb[64], label[160];
         snprintf(label, sizeof label, "%s %s, %s", what,
                  sc_shape_str(a->ndim, a->shape, sa, sizeof sa),
                  sc_shape_str(b->ndim, b->shape, sb, sizeof sb));
         expect_grads(label, apply_binary, &box, 2, (sc_tensor *[]){a, b});
     }
-    sc_tensor *x = param(2, (int64_t[]){3, 5}); /* one tensor as both operands */
+    sc_tensor *x = test_param(2, (int64_t[]){3, 5}); /* one tensor as both operands */
     expect_grads(what, apply_binary, &box, 2, (sc_tensor *[]){x, x});
 }
 
@@ -173,16 +151,16 @@ static void expect_binary_grads(const char *what,
 Test(ops, grad_matmul)
 {
     binary_box box = {sc_matmul};
-    sc_tensor *a = param(2, (int64_t[]){3, 5}), *b = param(2, (int64_t[]){5, 4});
+    sc_tensor *a = test_param(2, (int64_t[]){3, 5}), *b = test_param(2, (int64_t[]){5, 4});
     expect_grads("matmul", apply_binary, &box, 2, (sc_tensor *[]){a, b});
-    sc_tensor *c = param(2, (int64_t[]){7, 1}), *d = param(2, (int64_t[]){1, 3});
+    sc_tensor *c = test_param(2, (int64_t[]){7, 1}), *d = test_param(2, (int64_t[]){1, 3});
     expect_grads("matmul 7x1", apply_binary, &box, 2, (sc_tensor *[]){c, d});
 }
 
 Test(ops, grad_linear)
 {
-    sc_tensor *x = param(2, (int64_t[]){3, 5}), *w = param(2, (int64_t[]){4, 5});
-    sc_tensor *b = param(1, (int64_t[]){4});
+    sc_tensor *x = test_param(2, (int64_t[]){3, 5}), *w = test_param(2, (int64_t[]){4, 5});
+    sc_tensor *b = test_param(1, (int64_t[]){4});
     expect_grads("linear with bias", apply_linear, (void *)1, 3, (sc_tensor *[]){x, w, b});
     expect_grads("linear without bias", apply_linear, NULL, 2, (sc_tensor *[]){x, w});
 }
@@ -194,7 +172,7 @@ Test(ops, grad_mul) { expect_binary_grads("mul", sc_mul); }
 Test(ops, grad_scale)
 {
     float factor = -2.5f;
-    sc_tensor *x = param(2, (int64_t[]){3, 5});
+    sc_tensor *x = test_param(2, (int64_t[]){3, 5});
     expect_grads("scale", apply_scale, &factor, 1, (sc_tensor *[]){x});
 }
 
@@ -211,9 +189,9 @@ Test(ops, grad_flatten) { expect_unary_grads("flatten", sc_flatten, false); }
 Test(ops, grad_mse)
 {
     binary_box box = {sc_mse};
-    sc_tensor *p = param(2, (int64_t[]){3, 5}), *t = param(2, (int64_t[]){3, 5});
+    sc_tensor *p = test_param(2, (int64_t[]){3, 5}), *t = test_param(2, (int64_t[]){3, 5});
     expect_grads("mse (pred and target)", apply_binary, &box, 2, (sc_tensor *[]){p, t});
-    sc_tensor *q = param(2, (int64_t[]){7, 1}), *u = param(2, (int64_t[]){7, 1});
+    sc_tensor *q = test_param(2, (int64_t[]){7, 1}), *u = test_param(2, (int64_t[]){7, 1});
     sc_params_set_trainable(u, false);
     expect_grads("mse (pred only)", apply_binary, &box, 2, (sc_tensor *[]){q, u});
 }
@@ -222,8 +200,8 @@ Test(ops, grad_cross_entropy)
 {
     static const sc_dtype dtypes[] = {SC_I32, SC_I64, SC_U8};
     static const float smoothing[] = {0.0f, 0.1f};
-    sc_tensor *z = param(2, (int64_t[]){4, 5});
-    sc_tensor *z1 = param(2, (int64_t[]){3, 1}); /* one class: the loss is 0 */
+    sc_tensor *z = test_param(2, (int64_t[]){4, 5});
+    sc_tensor *z1 = test_param(2, (int64_t[]){3, 1}); /* one class: the loss is 0 */
     for (int d = 0; d < 3; d++) {
         sc_tensor *t = targets(dtypes[d], 4, (int64_t[]){2, 0, 4, 2});
         sc_tensor *t1 = targets(dtypes[d], 3, (int64_t[]){0, 0, 0});
@@ -243,13 +221,13 @@ Test(ops, grad_cross_entropy)
 Test(ops, grad_dropout)
 {
     float p = 0.3f;
-    sc_tensor *x = param(2, (int64_t[]){6, 7});
+    sc_tensor *x = test_param(2, (int64_t[]){6, 7});
     expect_grads("dropout", apply_dropout, &p, 1, (sc_tensor *[]){x});
 }
 
 Test(ops, grad_reshape)
 {
-    sc_tensor *x = param(2, (int64_t[]){3, 4});
+    sc_tensor *x = test_param(2, (int64_t[]){3, 4});
     expect_grads("reshape", apply_reshape, NULL, 1, (sc_tensor *[]){x});
 }
 
@@ -263,10 +241,10 @@ static sc_tensor *apply_mlp(sc_ctx *c, sc_tensor *const *in, void *user)
 
 Test(ops, grad_composition)
 {
-    sc_tensor *x = param(2, (int64_t[]){5, 6});
+    sc_tensor *x = test_param(2, (int64_t[]){5, 6});
     sc_params_set_trainable(x, false);
-    sc_tensor *in[] = {x, param(2, (int64_t[]){8, 6}), param(1, (int64_t[]){8}),
-                       param(2, (int64_t[]){3, 8}), param(1, (int64_t[]){3})};
+    sc_tensor *in[] = {x, test_param(2, (int64_t[]){8, 6}), test_param(1, (int64_t[]){8}),
+                       test_param(2, (int64_t[]){3, 8}), test_param(1, (int64_t[]){3})};
     sc_tensor *t = targets(SC_I64, 5, (int64_t[]){0, 2, 1, 1, 2});
     expect_grads("mlp", apply_mlp, t, 5, in);
     sc_tensor_free(t);
@@ -404,7 +382,7 @@ Test(ops, values_reductions)
 
 Test(ops, values_reshape_is_a_view)
 {
-    sc_tensor *x = param(3, (int64_t[]){2, 3, 4});
+    sc_tensor *x = test_param(3, (int64_t[]){2, 3, 4});
     sc_tensor *r = sc_reshape(ctx, x, 2, (int64_t[]){-1, 6});
     cr_assert_not_null(r, "%s", sc_error_message());
     cr_assert_eq(r->data, x->data);
@@ -445,7 +423,7 @@ static void expect_close(const float *got, const double *want, int64_t n, const 
 
 Test(ops, big_bias_add)
 {
-    sc_tensor *x = param(2, (int64_t[]){BIG_N, BIG_C}), *b = param(1, (int64_t[]){BIG_C});
+    sc_tensor *x = test_param(2, (int64_t[]){BIG_N, BIG_C}), *b = test_param(1, (int64_t[]){BIG_C});
     sc_tensor *y = sc_add(ctx, x, b);
     const float *w = backward_weighted(y);
     static double want_y[BIG_N * BIG_C], want_gb[BIG_C];
@@ -462,7 +440,7 @@ Test(ops, big_bias_add)
 
 Test(ops, big_column_mul)
 {
-    sc_tensor *a = param(2, (int64_t[]){BIG_N, 1}), *b = param(2, (int64_t[]){BIG_N, BIG_C});
+    sc_tensor *a = test_param(2, (int64_t[]){BIG_N, 1}), *b = test_param(2, (int64_t[]){BIG_N, BIG_C});
     sc_tensor *y = sc_mul(ctx, a, b);
     const float *w = backward_weighted(y);
     const float *av = sc_tensor_f32(a), *bv = sc_tensor_f32(b);
@@ -480,7 +458,7 @@ Test(ops, big_column_mul)
 
 Test(ops, big_row_minus_column)
 {
-    sc_tensor *a = param(2, (int64_t[]){1, BIG_C}), *b = param(2, (int64_t[]){BIG_N, 1});
+    sc_tensor *a = test_param(2, (int64_t[]){1, BIG_C}), *b = test_param(2, (int64_t[]){BIG_N, 1});
     sc_tensor *y = sc_sub(ctx, a, b);
     const float *w = backward_weighted(y);
     static double want_y[BIG_N * BIG_C], want_ga[BIG_C], want_gb[BIG_N];
@@ -498,7 +476,7 @@ Test(ops, big_row_minus_column)
 
 Test(ops, big_sum_and_mean)
 {
-    sc_tensor *x = param(2, (int64_t[]){BIG_N, BIG_C});
+    sc_tensor *x = test_param(2, (int64_t[]){BIG_N, BIG_C});
     double want = 0;
     for (int64_t i = 0; i < x->numel; i++)
         want += sc_tensor_f32(x)[i];
@@ -539,8 +517,8 @@ static int64_t run_everything(sc_tensor *const *p, const sc_tensor *target, floa
 
 Test(ops, same_bits_on_one_and_two_threads)
 {
-    sc_tensor *p[] = {param(2, (int64_t[]){BIG_N, BIG_C}), param(2, (int64_t[]){BIG_N, 1}),
-                      param(1, (int64_t[]){BIG_C}), param(2, (int64_t[]){1, BIG_C})};
+    sc_tensor *p[] = {test_param(2, (int64_t[]){BIG_N, BIG_C}), test_param(2, (int64_t[]){BIG_N, 1}),
+                      test_param(1, (int64_t[]){BIG_C}), test_param(2, (int64_t[]){1, BIG_C})};
     int64_t t[BIG_N];
     for (int i = 0; i < BIG_N; i++)
         t[i] = (i * 7) % BIG_C;
@@ -586,7 +564,7 @@ Test(ops, dropout_mask_statistics)
 
 Test(ops, dropout_identity_in_eval_and_at_zero)
 {
-    sc_tensor *x = param(2, (int64_t[]){3, 5});
+    sc_tensor *x = test_param(2, (int64_t[]){3, 5});
     cr_assert_eq(sc_dropout(ctx, x, 0.0f), x);
     sc_ctx_set_training(ctx, false);
     cr_assert_eq(sc_dropout(ctx, x, 0.5f), x);
@@ -614,7 +592,7 @@ Test(ops, dropout_gradient_is_mask_times_scale)
 
 Test(ops, dropout_masks_follow_the_stream)
 {
-    sc_tensor *x = param(1, (int64_t[]){4000});
+    sc_tensor *x = test_param(1, (int64_t[]){4000});
     away_from_zero(x);
     sc_rng start = *sc_ctx_rng(ctx);
     sc_tensor *a = sc_dropout(ctx, x, 0.5f), *b = sc_dropout(ctx, x, 0.5f);
@@ -638,7 +616,7 @@ static void expect_error(sc_tensor *result, const char *const *parts)
 
 Test(ops, errors_name_op_and_shapes)
 {
-    sc_tensor *a = param(2, (int64_t[]){3, 5}), *b = param(1, (int64_t[]){4});
+    sc_tensor *a = test_param(2, (int64_t[]){3, 5}), *b = test_param(1, (int64_t[]){4});
     expect_error(sc_add(ctx, a, b), (const char *[]){"add", "[3, 5]", "[4]", NULL});
     expect_error(sc_mul(ctx, a, b), (const char *[]){"mul", NULL});
     expect_error(sc_matmul(ctx, a, a), (const char *[]){"matmul", "[3, 5]", NULL});
@@ -655,7 +633,7 @@ Test(ops, errors_name_op_and_shapes)
 
 Test(ops, errors_cross_entropy)
 {
-    sc_tensor *z = param(2, (int64_t[]){3, 5});
+    sc_tensor *z = test_param(2, (int64_t[]){3, 5});
     sc_tensor *bad = targets(SC_I64, 3, (int64_t[]){0, 4, 5});
     expect_error(sc_cross_entropy(ctx, z, bad, 0.0f),
                  (const char *[]){"cross_entropy", "sample 2", "5 classes", NULL});
@@ -675,7 +653,7 @@ Test(ops, errors_cross_entropy)
 
 Test(ops, null_input_keeps_the_first_message)
 {
-    sc_tensor *a = param(2, (int64_t[]){3, 5});
+    sc_tensor *a = test_param(2, (int64_t[]){3, 5});
     cr_assert_null(sc_matmul(ctx, a, a));
     char first[256];
     snprintf(first, sizeof first, "%s", sc_error_message());

@@ -4,31 +4,20 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "op_fixture.h"
 #include "scorch/scorch.h"
 
 enum { N = 4, IN = 5, HIDDEN = 3, OUT = 2, MAX_ROWS = 8 };
 
-static sc_ctx *ctx;
-static sc_params *ps;
-static sc_rng rng;
 static sc_nn_linear fc1, fc2;
 
 static void setup(void)
 {
-    ctx = sc_ctx_new((sc_device){SC_DEVICE_CPU, 0});
-    ps = sc_params_new();
-    cr_assert(ctx && ps);
-    sc_rng_init(&rng, 5, 0);
+    op_fixture_setup(5);
     sc_ctx_set_grad_enabled(ctx, true);
 }
 
-static void teardown(void)
-{
-    sc_params_free(ps);
-    sc_ctx_free(ctx);
-}
-
-TestSuite(summary, .init = setup, .fini = teardown);
+TestSuite(summary, .init = setup, .fini = op_fixture_teardown);
 
 static void make_layers(const char *name1, const char *name2)
 {
