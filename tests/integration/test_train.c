@@ -52,6 +52,15 @@ static void expect_ok(run_result *r)
     cr_assert_eq(r->status, 0, "exit %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
 }
 
+/* A fresh run directory in dir holding a finished run of `epochs` epochs. */
+static void finished_run(char *dir, size_t size, int epochs)
+{
+    temp_dir(dir, size);
+    run_result r = train_synthetic(dir, epochs, NULL, NULL);
+    expect_ok(&r);
+    run_result_free(&r);
+}
+
 static void run_dir_file(char *buf, const char *dir, const char *name)
 {
     snprintf(buf, PATH, "%s/%s", dir, name);
@@ -132,11 +141,8 @@ Test(train, resume_mid_epoch_is_exact)
 Test(train, refuses_to_overwrite_a_run)
 {
     char dir[DIR];
-    temp_dir(dir, sizeof dir);
+    finished_run(dir, sizeof dir, 1);
     run_result r = train_synthetic(dir, 1, NULL, NULL);
-    expect_ok(&r);
-    run_result_free(&r);
-    r = train_synthetic(dir, 1, NULL, NULL);
     cr_assert_neq(r.status, 0);
     cr_assert(strstr(r.err, "--resume"), "%s", r.err);
     run_result_free(&r);
@@ -145,10 +151,7 @@ Test(train, refuses_to_overwrite_a_run)
 Test(train, a_run_directory_in_use_is_left_alone)
 {
     char dir[DIR], lock[PATH], metrics[PATH];
-    temp_dir(dir, sizeof dir);
-    run_result r = train_synthetic(dir, 1, NULL, NULL);
-    expect_ok(&r);
-    run_result_free(&r);
+    finished_run(dir, sizeof dir, 1);
     /* Hold the lock as a running scorch-train would. */
     run_dir_file(lock, dir, ".lock");
     int fd = open(lock, O_RDWR);
@@ -156,7 +159,7 @@ Test(train, a_run_directory_in_use_is_left_alone)
     cr_assert_eq(pwrite(fd, "4242\n", 5, 0), 5);
     run_dir_file(metrics, dir, "metrics.jsonl");
     char *before = read_text(metrics);
-    r = train_synthetic(dir, 2, (const char *[]){"--resume", NULL}, NULL);
+    run_result r = train_synthetic(dir, 2, (const char *[]){"--resume", NULL}, NULL);
     cr_assert_eq(r.status, 1);
     cr_assert(strstr(r.err, "in use by another scorch-train (pid 4242"), "%s", r.err);
     char *after = read_text(metrics);
@@ -170,14 +173,11 @@ Test(train, a_run_directory_in_use_is_left_alone)
 Test(train, nan_loss_stops_and_keeps_the_last_checkpoint)
 {
     char dir[DIR], last[PATH];
-    temp_dir(dir, sizeof dir);
-    run_result r = train_synthetic(dir, 1, NULL, NULL);
-    expect_ok(&r);
-    run_result_free(&r);
+    finished_run(dir, sizeof dir, 1);
     run_dir_file(last, dir, "checkpoints/last.ckpt");
     size_t size_before, size_after;
     char *before = read_file(last, &size_before);
-    r = train_synthetic(dir, 3, (const char *[]){"--resume", "--dataset-args", "nan_sample=5",
+    run_result r = train_synthetic(dir, 3, (const char *[]){"--resume", "--dataset-args", "nan_sample=5",
                                                  NULL},
                         NULL);
     cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
@@ -195,10 +195,7 @@ Test(train, nan_loss_stops_and_keeps_the_last_checkpoint)
 Test(train, corrupt_checkpoint_is_refused_on_resume)
 {
     char dir[DIR], last[PATH];
-    temp_dir(dir, sizeof dir);
-    run_result r = train_synthetic(dir, 1, NULL, NULL);
-    expect_ok(&r);
-    run_result_free(&r);
+    finished_run(dir, sizeof dir, 1);
     run_dir_file(last, dir, "checkpoints/last.ckpt");
     FILE *f = fopen(last, "r+b");
     cr_assert(f);
@@ -207,7 +204,7 @@ Test(train, corrupt_checkpoint_is_refused_on_resume)
     fseek(f, 200, SEEK_SET);
     fputc(c ^ 0x5a, f);
     fclose(f);
-    r = train_synthetic(dir, 2, (const char *[]){"--resume", NULL}, NULL);
+    run_result r = train_synthetic(dir, 2, (const char *[]){"--resume", NULL}, NULL);
     cr_assert_eq(r.status, 1);
     cr_assert(strstr(r.err, "last.ckpt"), "%s", r.err);
     run_result_free(&r);
@@ -270,13 +267,10 @@ Test(test_program, predictions_match_printed_accuracy)
 {
     paths p = bin();
     char dir[DIR], best[PATH], csv[PATH];
-    temp_dir(dir, sizeof dir);
-    run_result r = train_synthetic(dir, 2, NULL, NULL);
-    expect_ok(&r);
-    run_result_free(&r);
+    finished_run(dir, sizeof dir, 2);
     run_dir_file(best, dir, "checkpoints/best.ckpt");
     run_dir_file(csv, dir, "predictions.csv");
-    r = run_program((const char *[]){p.test, "--checkpoint", best, "--predictions", csv,
+    run_result r = run_program((const char *[]){p.test, "--checkpoint", best, "--predictions", csv,
                                      "--topk", "3", NULL},
                     NULL);
     expect_ok(&r);
