@@ -1,184 +1,16 @@
-#include "trainer.h"
-
-#include <errno.h>
+/* trainer.c — the train / valid / test loops, checkpoints at their
+ * boundaries, and the requests (hooks, signals, scorch-ctl) served there. */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
-#include "checkpoint.h"
-#include "dist.h"
-#include "evaluate.h"
-#include "loader.h"
-#include "model_summary.h"
-#include "run_dir.h"
-#include "run_log.h"
-#include "session.h"
-#include "steer.h"
-#include "tensorboard.h"
-
-volatile sig_atomic_t sc_trainer_stop_signal;
-volatile sig_atomic_t sc_trainer_save_signal;
+#include "trainer_impl.h"
 
 /* Stream ids of the run's random streams (scorch/rng.h). */
 enum { RNG_STREAM_STEP = 0x57e9 };
 
-struct sc_trainer {
-    sc_config cfg;
-    sc_session s;
-    sc_optim *opt;
-    sc_loader *loaders[SC_SPLIT_COUNT];
-    sc_loader *train_eval; /* the train split in order (--validate-on-train) */
-    sc_metrics *train_sums; /* of the train phase in progress */
-    sc_metrics *eval_sums;
-    sc_train_state state;
-    int64_t steps_per_epoch;
-    sc_run_dir rd;
-    sc_run_log log;
-    char *config_text; /* the resolved config.ini, saved in checkpoints */
-    double lr;         /* of the latest step */
-    double step_loss_sum; /* of the optimizer step's micro-batches so far (TensorBoard) */
-    bool stop;         /* a hook asked to stop */
-    bool interrupted;  /* a signal asked to stop */
-    bool extra_pass;   /* an extra valid/test pass is running */
-    sc_steer steer;    /* requests from hooks, signals and scorch-ctl */
-    sc_hook_blobs hook_blobs; /* the hooks' checkpoint entries, last saved or loaded */
-    sc_hook_grad *grads;      /* after_backward's views of the gradients */
-    int n_grads;
-    sc_dist *dist;            /* this process's rank of the job (dist.h) */
-};
+volatile sig_atomic_t sc_trainer_stop_signal;
+volatile sig_atomic_t sc_trainer_save_signal;
 
 static sc_status serve_requests(sc_trainer *t);
-
-/* ---- hooks: the context a hook sees and the actions it may take ---- */
-
-static bool lr_in_range(double lr) { return lr > 0 && lr < 1e6; }
-
-static void action_set_lr(void *host, double lr)
-{
-    sc_trainer *t = host;
-    if (lr_in_range(lr))
-        t->state.base_lr = lr;
-    else
-        sc_run_log_info(&t->log, "warning: a hook asked for lr %g; ignored", lr);
-}
-
-static void action_request_stop(void *host, const char *reason)
-{
-    sc_trainer *t = host;
-    t->stop = true;
-    sc_run_log_info(&t->log, "stop requested by a hook: %s", reason ? reason : "");
-}
-
-static void action_log_scalar(void *host, const char *tag, double value)
-{
-    sc_trainer *t = host;
-    if (sc_run_log_scalar(&t->log, t->state.epoch, t->state.step, tag, value) != SC_OK)
-        sc_run_log_info(&t->log, "warning: %s", sc_error_message());
-}
-
-static sc_status action_log_text(void *host, const char *tag, const char *text)
-{
-    sc_trainer *t = host;
-    return sc_tb_add_text(t->log.tb, tag, t->state.step, text);
-}
-
-static sc_status action_log_image(void *host, const char *tag, const sc_tensor *image)
-{
-    sc_trainer *t = host;
-    return sc_tb_add_image(t->log.tb, tag, t->state.step, image);
-}
-
-static void action_request_checkpoint(void *host, const char *reason)
-{
-    sc_trainer *t = host;
-    sc_steer_raise(&t->steer, SC_REQUEST_SAVE);
-    sc_run_log_info(&t->log, "checkpoint requested by a hook: %s", reason ? reason : "");
-}
-
-static void action_request_eval(void *host, sc_split split, const char *reason)
-{
-    sc_trainer *t = host;
-    if (split != SC_SPLIT_VALID && split != SC_SPLIT_TEST) {
-        sc_run_log_info(&t->log, "warning: a hook asked for an extra pass over split %d; "
-                        "ignored (valid or test only)", (int)split);
-        return;
-    }
-    sc_steer_raise(&t->steer, split == SC_SPLIT_VALID ? SC_REQUEST_VALIDATE : SC_REQUEST_TEST);
-    sc_run_log_info(&t->log, "extra %s pass requested by a hook: %s", sc_split_name(split),
-                    reason ? reason : "");
-}
-
-static sc_status action_save_blob(void *host, const void *data, size_t size)
-{
-    sc_trainer *t = host;
-    const sc_hook *h = sc_hook_set_running(t->s.hooks);
-    if (!h || strcmp(h->point, "checkpoint_save") != 0)
-        return sc_error_set(SC_ERR_STATE, "save_blob works at checkpoint_save only");
-    if (size && !data)
-        return sc_error_set(SC_ERR_INVALID, "save_blob: NULL data of %zu bytes", size);
-    return sc_hook_blobs_put(&t->hook_blobs, h->name, data, size);
-}
-
-static sc_hook_context hook_context(const sc_trainer *t, const char *point, sc_split phase)
-{
-    return (sc_hook_context){
-        .point = point,
-        .phase = phase,
-        .epoch = t->state.epoch,
-        .epochs = t->cfg.epochs,
-        .step = t->state.step,
-        .rank = sc_dist_rank(t->dist),
-        .world = sc_dist_world(t->dist),
-        .batch_size = (int)t->cfg.batch_size,
-        .lr = t->lr,
-        .extra = t->extra_pass,
-    };
-}
-
-/* The context of a batch-level point. */
-static sc_hook_context batch_context(const sc_trainer *t, const char *point, sc_split phase,
-                                     int64_t batch, int64_t batches, double loss)
-{
-    sc_hook_context ctx = hook_context(t, point, phase);
-    ctx.batch = batch;
-    ctx.batches = batches;
-    ctx.loss = loss;
-    return ctx;
-}
-
-static sc_hook_actions hook_actions(sc_trainer *t)
-{
-    return (sc_hook_actions){t, action_set_lr, action_request_stop,
-                             action_log_scalar, .log_text = action_log_text,
-                             .log_image = action_log_image,
-                             .request_checkpoint = action_request_checkpoint,
-                             .request_eval = action_request_eval,
-                             .save_blob = action_save_blob};
-}
-
-/* Every point passes here, which is where `status` learns where the
- * training thread is. */
-static sc_status run_hooks(sc_trainer *t, const sc_hook_context *ctx)
-{
-    const sc_hook_actions actions = hook_actions(t);
-    sc_steer_publish(&t->steer, ctx);
-    return sc_hook_set_run(t->s.hooks, ctx->point, ctx, &actions);
-}
-
-/* On resume, before train_begin: each hook gets back its blob. */
-static sc_status load_hook_state(sc_trainer *t)
-{
-    const sc_hook_actions actions = hook_actions(t);
-    sc_hook_context ctx = hook_context(t, "checkpoint_load", SC_SPLIT_TRAIN);
-    return sc_hook_set_run_load(t->s.hooks, &ctx, &actions, &t->hook_blobs);
-}
-
-static sc_status run_point(sc_trainer *t, const char *point, sc_split phase)
-{
-    sc_hook_context ctx = hook_context(t, point, phase);
-    return run_hooks(t, &ctx);
-}
 
 /* ---- checkpoints ---- */
 
@@ -188,7 +20,7 @@ static sc_status write_checkpoint(sc_trainer *t, bool best)
     sc_run_dir_checkpoint(&t->rd, t->state.epoch, t->state.step, path, sizeof path);
     /* The hooks hand over their state first: a failing hook writes nothing. */
     sc_hook_blobs_clear(&t->hook_blobs);
-    SC_TRY(run_point(t, "checkpoint_save", SC_SPLIT_TRAIN));
+    SC_TRY(trainer_run_point(t, "checkpoint_save", SC_SPLIT_TRAIN));
     SC_TRY(sc_checkpoint_save(path, t->s.params, t->opt, &t->state, t->train_sums,
                               t->config_text, t->s.model.api->name, &t->hook_blobs));
     SC_TRY(sc_run_dir_publish(&t->rd, path, "last"));
@@ -223,11 +55,11 @@ static bool histograms_due(const sc_trainer *t, const sc_batch *b)
 static sc_status apply_gradients(sc_trainer *t, const sc_batch *b, double loss_value)
 {
     sc_session *s = &t->s;
-    sc_hook_context ctx = batch_context(t, "after_backward", SC_SPLIT_TRAIN, b->index,
+    sc_hook_context ctx = trainer_batch_context(t, "after_backward", SC_SPLIT_TRAIN, b->index,
                                         t->steps_per_epoch, loss_value);
     ctx.n_grads = t->n_grads;
     ctx.grads = t->grads;
-    SC_TRY(run_hooks(t, &ctx));
+    SC_TRY(trainer_run_hooks(t, &ctx));
     SC_TRY(sc_optim_step(t->opt, t->lr));
     if (histograms_due(t, b))
         sc_tb_log_params(t->log.tb, s->params, t->state.step + 1);
@@ -274,9 +106,9 @@ static sc_status after_batch(sc_trainer *t, const sc_batch *b, double loss, doub
 {
     log_step_loss(t, loss);
     sc_hook_context ctx =
-        batch_context(t, "batch_end", SC_SPLIT_TRAIN, b->index, t->steps_per_epoch, loss);
+        trainer_batch_context(t, "batch_end", SC_SPLIT_TRAIN, b->index, t->steps_per_epoch, loss);
     ctx.metrics = t->train_sums;
-    SC_TRY(run_hooks(t, &ctx));
+    SC_TRY(trainer_run_hooks(t, &ctx));
     sc_progress progress = {
         .phase = "train", .epoch = t->state.epoch,
         .batch = t->state.next_batch, .batches = t->steps_per_epoch,
@@ -309,9 +141,9 @@ static sc_status train_batches(sc_trainer *t, double *wait)
         *wait += sc_now() - w0;
         if (!b)
             break;
-        sc_hook_context at = batch_context(t, "batch_begin", SC_SPLIT_TRAIN, b->index,
+        sc_hook_context at = trainer_batch_context(t, "batch_begin", SC_SPLIT_TRAIN, b->index,
                                            t->steps_per_epoch, 0);
-        SC_TRY(run_hooks(t, &at));
+        SC_TRY(trainer_run_hooks(t, &at));
         double loss;
         sc_status st = train_step(t, b, &loss);
         sc_ctx_reset(t->s.ctx);
@@ -348,11 +180,11 @@ static sc_status log_phase(sc_trainer *t, const char *phase, double loss_sum,
 static sc_status phase_end_hooks(sc_trainer *t, sc_split phase, double loss,
                                  const sc_metrics *metrics, double seconds, int64_t samples)
 {
-    sc_hook_context ctx = hook_context(t, "phase_end", phase);
+    sc_hook_context ctx = trainer_hook_context(t, "phase_end", phase);
     ctx.loss = loss;
     ctx.metrics = metrics;
     ctx.samples_per_s = seconds > 0 ? (double)samples / seconds : 0;
-    return run_hooks(t, &ctx);
+    return trainer_run_hooks(t, &ctx);
 }
 
 /* Returns with t->state.next_batch < steps_per_epoch when stopped early. */
@@ -367,7 +199,7 @@ static sc_status train_phase(sc_trainer *t)
     }
     sc_ctx_set_training(s->ctx, true);
     sc_ctx_set_grad_enabled(s->ctx, true);
-    SC_TRY(run_point(t, "phase_begin", SC_SPLIT_TRAIN));
+    SC_TRY(trainer_run_point(t, "phase_begin", SC_SPLIT_TRAIN));
     double wait = 0;
     sc_status st = train_batches(t, &wait);
     sc_loader_stop_epoch(t->loaders[SC_SPLIT_TRAIN]);
@@ -405,10 +237,10 @@ typedef struct eval_pass {
 static sc_status eval_batch_end(void *user, const sc_batch *b, const sc_tensor_list *outputs)
 {
     const eval_pass *p = user;
-    sc_hook_context ctx = batch_context(p->t, "batch_end", p->split, b->index, p->batches,
+    sc_hook_context ctx = trainer_batch_context(p->t, "batch_end", p->split, b->index, p->batches,
                                         p->sums->loss_sum / (double)p->sums->samples);
     ctx.metrics = p->t->eval_sums;
-    return run_hooks(p->t, &ctx);
+    return trainer_run_hooks(p->t, &ctx);
 }
 
 /* Evaluates `split` through `loader`; the metrics stay in t->eval_sums. */
@@ -416,7 +248,7 @@ static sc_status eval_phase(sc_trainer *t, sc_split split, sc_loader *loader,
                             const char *name, bool final)
 {
     sc_metrics_reset(t->eval_sums);
-    SC_TRY(run_point(t, "phase_begin", split));
+    SC_TRY(trainer_run_point(t, "phase_begin", split));
     sc_eval_sums sums = {0};
     int64_t batches = sc_loader_batches(loader), most = max_batches(t, split);
     eval_pass pass = {t, split, most > 0 && most < batches ? most : batches, &sums};
@@ -474,7 +306,7 @@ static sc_status end_epoch(sc_trainer *t, const sc_metrics *monitored)
 
 static sc_status run_epoch(sc_trainer *t)
 {
-    SC_TRY(run_point(t, "epoch_begin", SC_SPLIT_TRAIN));
+    SC_TRY(trainer_run_point(t, "epoch_begin", SC_SPLIT_TRAIN));
     SC_TRY(train_phase(t));
     if (t->state.next_batch < t->steps_per_epoch) /* stopped mid-epoch */
         return save_checkpoint(t, false);
@@ -485,9 +317,9 @@ static sc_status run_epoch(sc_trainer *t)
         SC_TRY(eval_phase(t, SC_SPLIT_VALID, t->loaders[SC_SPLIT_VALID], "valid", false));
     const sc_metrics *monitored = has_valid ? t->eval_sums : t->train_sums;
     SC_TRY(end_epoch(t, monitored));
-    sc_hook_context ctx = hook_context(t, "epoch_end", SC_SPLIT_VALID);
+    sc_hook_context ctx = trainer_hook_context(t, "epoch_end", SC_SPLIT_VALID);
     ctx.metrics = monitored;
-    SC_TRY(run_hooks(t, &ctx));
+    SC_TRY(trainer_run_hooks(t, &ctx));
     t->state.epoch++;
     return SC_OK;
 }
@@ -534,7 +366,7 @@ static sc_status serve_request(sc_trainer *t, sc_request *r)
                         sizeof text);
         break;
     case SC_REQUEST_SET_LR:
-        if (!lr_in_range(r->lr)) {
+        if (!trainer_lr_in_range(r->lr)) {
             sc_control_reply(r, false, "lr %g is out of range (0 < lr < 1e6)", r->lr);
             return SC_OK;
         }
@@ -580,7 +412,7 @@ static sc_status serve_requests(sc_trainer *t)
 /* Between epochs `status` shows the position the next epoch starts from. */
 static sc_status serve_between_epochs(sc_trainer *t)
 {
-    sc_hook_context at = hook_context(t, "epoch_begin", SC_SPLIT_TRAIN);
+    sc_hook_context at = trainer_hook_context(t, "epoch_begin", SC_SPLIT_TRAIN);
     at.batches = t->steps_per_epoch;
     sc_steer_publish(&t->steer, &at);
     return serve_requests(t);
@@ -608,9 +440,9 @@ bool sc_trainer_last_checkpoint(const sc_trainer *t, char *path, size_t size)
 
 static sc_status run(sc_trainer *t, bool *interrupted)
 {
-    sc_status st = t->cfg.resume ? load_hook_state(t) : SC_OK;
+    sc_status st = t->cfg.resume ? trainer_load_hook_state(t) : SC_OK;
     if (st == SC_OK)
-        st = run_point(t, "train_begin", SC_SPLIT_TRAIN);
+        st = trainer_run_point(t, "train_begin", SC_SPLIT_TRAIN);
     while (st == SC_OK && (st = sc_dist_agree(t->dist, &t->stop, &t->interrupted)) == SC_OK &&
            t->state.epoch <= t->cfg.epochs && !t->stop && !t->interrupted) {
         st = run_epoch(t);
@@ -635,284 +467,11 @@ static sc_status run(sc_trainer *t, bool *interrupted)
     if (sc_session_split_len(&t->s, SC_SPLIT_TEST) > 0)
         SC_TRY(eval_phase(t, SC_SPLIT_TEST, t->loaders[SC_SPLIT_TEST], "test", true));
     report_best(t);
-    return run_point(t, "train_end", SC_SPLIT_TEST);
+    return trainer_run_point(t, "train_end", SC_SPLIT_TEST);
 }
 
 sc_status sc_trainer_run(sc_trainer *t, bool *interrupted)
 {
     /* A rank that failed meets the others at their next check (dist.h). */
     return sc_dist_check(t->dist, run(t, interrupted));
-}
-
-/* ---- set-up ---- */
-
-static sc_status make_optimizer(sc_trainer *t)
-{
-    sc_optim_kind kind;
-    SC_TRY(sc_optim_kind_parse(t->cfg.optimizer, &kind));
-    sc_optim_config oc = sc_optim_defaults(kind);
-    oc.weight_decay = t->cfg.weight_decay;
-    if (kind == SC_OPTIM_SGD) {
-        oc.momentum = t->cfg.momentum;
-        oc.nesterov = t->cfg.nesterov;
-    }
-    oc.beta1 = t->cfg.beta1;
-    oc.beta2 = t->cfg.beta2;
-    oc.eps = t->cfg.eps;
-    t->opt = sc_optim_new(t->s.params, &oc);
-    return t->opt ? SC_OK : sc_error_wrap(SC_ERR_INVALID, "--optimizer %s", t->cfg.optimizer);
-}
-
-static sc_status make_loader(sc_trainer *t, sc_split split, bool shuffle, sc_loader **out)
-{
-    sc_loader_config lc = {
-        .batch_size = t->cfg.batch_size,
-        .workers = t->cfg.workers,
-        .prefetch = t->cfg.prefetch,
-        .seed = t->cfg.seed,
-        .shuffle = shuffle,
-        .drop_last = shuffle,
-        .rank = sc_dist_rank(t->dist),
-        .world = sc_dist_world(t->dist),
-    };
-    return sc_loader_new(t->s.data.api, t->s.splits[split], split, &lc, out);
-}
-
-static sc_status make_loaders(sc_trainer *t)
-{
-    SC_TRY(make_loader(t, SC_SPLIT_TRAIN, true, &t->loaders[SC_SPLIT_TRAIN]));
-    SC_TRY(make_loader(t, SC_SPLIT_VALID, false, &t->loaders[SC_SPLIT_VALID]));
-    SC_TRY(make_loader(t, SC_SPLIT_TEST, false, &t->loaders[SC_SPLIT_TEST]));
-    if (t->cfg.validate_on_train)
-        SC_TRY(make_loader(t, SC_SPLIT_TRAIN, false, &t->train_eval));
-    t->steps_per_epoch = sc_loader_batches(t->loaders[SC_SPLIT_TRAIN]);
-    if (t->cfg.max_train_iterations > 0 && t->cfg.max_train_iterations < t->steps_per_epoch)
-        t->steps_per_epoch = t->cfg.max_train_iterations;
-    t->steps_per_epoch -= t->steps_per_epoch % t->cfg.accumulate; /* whole optimizer steps */
-    if (t->steps_per_epoch == 0)
-        return sc_error_set(SC_ERR_INVALID,
-                            "the train split has %lld samples, fewer than one batch of %lld",
-                            (long long)sc_session_split_len(&t->s, SC_SPLIT_TRAIN),
-                            (long long)t->cfg.batch_size);
-    return SC_OK;
-}
-
-static sc_status init_state(sc_trainer *t)
-{
-    sc_schedule_kind kind;
-    SC_TRY(sc_schedule_kind_parse(t->cfg.lr_schedule, &kind));
-    sc_schedule_config sc = sc_schedule_defaults(kind);
-    sc.warmup_steps = t->cfg.warmup_steps;
-    sc.step_epochs = t->cfg.lr_step_epochs;
-    sc.gamma = t->cfg.lr_gamma;
-    sc.min_lr = t->cfg.lr_min;
-    sc.patience = t->cfg.lr_patience;
-    sc.factor = t->cfg.lr_factor;
-    sc.mode = t->s.main_metric_mode;
-    memset(&t->state, 0, sizeof t->state);
-    t->state.epoch = 1;
-    t->state.world = sc_dist_world(t->dist);
-    t->state.seed = t->cfg.seed;
-    t->state.base_lr = t->cfg.lr * (t->cfg.scale_lr ? t->state.world : 1);
-    t->lr = t->state.base_lr;
-    int64_t steps = t->steps_per_epoch / t->cfg.accumulate; /* optimizer steps */
-    return sc_schedule_init(&t->state.schedule, &sc, steps, steps * t->cfg.epochs);
-}
-
-static sc_status read_file(const char *path, char **text)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return sc_error_set(SC_ERR_IO, "cannot read %s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)size + 1);
-    size_t got = buf ? fread(buf, 1, (size_t)size, f) : 0;
-    fclose(f);
-    if (!buf || got != (size_t)size) {
-        free(buf);
-        return sc_error_set(SC_ERR_IO, "cannot read %s", path);
-    }
-    buf[size] = '\0';
-    *text = buf;
-    return SC_OK;
-}
-
-static void default_run_dir(sc_trainer *t)
-{
-    char stamp[32];
-    time_t now = time(NULL);
-    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
-    snprintf(t->cfg.run_dir, sizeof t->cfg.run_dir, "runs/%s-%s", t->s.model.api->name, stamp);
-}
-
-static sc_status prepare_run_dir(sc_trainer *t)
-{
-    if (!t->cfg.run_dir[0])
-        default_run_dir(t);
-    SC_TRY(sc_run_dir_prepare(&t->rd, t->cfg.run_dir, t->cfg.resume));
-    char path[SC_PATH_MAX];
-    sc_run_dir_file(&t->rd, "config.ini", path, sizeof path);
-    SC_TRY(sc_config_write_ini(&t->cfg, SC_PROGRAM_TRAIN, path));
-    return read_file(path, &t->config_text);
-}
-
-/* Opened after a resume has trimmed metrics.jsonl to the epochs before it. */
-static sc_status open_log(sc_trainer *t)
-{
-    char path[SC_PATH_MAX];
-    sc_run_dir_file(&t->rd, "metrics.jsonl", path, sizeof path);
-    bool root = sc_dist_is_root(t->dist); /* rank 0 alone writes */
-    SC_TRY(sc_run_log_open(&t->log, root ? path : NULL, t->cfg.quiet || !root, t->cfg.epochs));
-    /* mpirun gives ranks a pty even when the job's output goes to a file */
-    if (sc_dist_world(t->dist) > 1)
-        t->log.progress = false;
-    return SC_OK;
-}
-
-/* Only the process that writes metrics.jsonl writes TensorBoard events. */
-static sc_status open_tensorboard(sc_trainer *t)
-{
-    if (!t->cfg.tensorboard || !t->log.jsonl)
-        return SC_OK;
-    char dir[SC_PATH_MAX];
-    sc_run_dir_file(&t->rd, "tensorboard", dir, sizeof dir);
-    sc_status st = sc_tb_open(dir, t->state.step + 1, &t->log.tb);
-    return st == SC_OK ? SC_OK
-                       : sc_error_wrap(st, "TensorBoard (--no-tensorboard turns it off)");
-}
-
-static void resume_path(const sc_trainer *t, char *path, size_t size)
-{
-    if (t->cfg.resume_path[0])
-        snprintf(path, size, "%s", t->cfg.resume_path);
-    else
-        sc_run_dir_alias(&t->rd, "last", path, size);
-}
-
-static sc_status resume(sc_trainer *t)
-{
-    char path[SC_PATH_MAX];
-    resume_path(t, path, sizeof path);
-    sc_train_state saved = t->state; /* keeps the schedule's configuration */
-    SC_TRY(sc_checkpoint_load(path, t->s.params, t->opt, &saved, t->train_sums,
-                              t->s.model.api->name, &t->hook_blobs));
-    sc_dist_resume_position(t->dist, &saved, t->steps_per_epoch, path);
-    if (saved.seed != t->cfg.seed)
-        return sc_error_set(SC_ERR_INVALID,
-                            "%s was trained with --seed %llu, not %llu: resuming with another "
-                            "seed would not continue the same run",
-                            path, (unsigned long long)saved.seed,
-                            (unsigned long long)t->cfg.seed);
-    if (saved.next_batch > t->steps_per_epoch)
-        return sc_error_set(SC_ERR_INVALID,
-                            "%s stopped at batch %lld of an epoch that now has %lld batches "
-                            "(did --batch-size or --max-train-iterations change?)",
-                            path, (long long)saved.next_batch, (long long)t->steps_per_epoch);
-    if (saved.base_lr != t->state.base_lr)
-        fprintf(stderr, "scorch-train: note: continuing with the checkpoint's learning rate "
-                        "%g, not --lr %g (a resumed run keeps its optimizer state)\n",
-                saved.base_lr, t->cfg.lr);
-    t->state = saved;
-    return sc_run_dir_trim_metrics(&t->rd, t->state.epoch);
-}
-
-static void describe(sc_trainer *t)
-{
-    char path[SC_PATH_MAX];
-    sc_session *s = &t->s;
-    sc_run_log_info(&t->log, "model %s (%s): %lld parameters, %lld trainable",
-                    s->model.api->name, s->model.lib.path,
-                    (long long)sc_params_numel(s->params),
-                    (long long)sc_params_trainable_numel(s->params));
-    if (!t->log.quiet && sc_model_summary_print(s, stdout) != SC_OK) /* rank 0 alone */
-        sc_run_log_info(&t->log, "warning: no model summary: %s", sc_error_message());
-    sc_run_log_info(&t->log, "dataset %s: %lld train, %lld valid, %lld test samples; "
-                    "%lld steps per epoch; run directory %s",
-                    s->data.api->name, (long long)sc_session_split_len(s, SC_SPLIT_TRAIN),
-                    (long long)sc_session_split_len(s, SC_SPLIT_VALID),
-                    (long long)sc_session_split_len(s, SC_SPLIT_TEST),
-                    (long long)t->steps_per_epoch, t->rd.root);
-    sc_dist_describe(t->dist, &t->cfg, &t->log);
-    resume_path(t, path, sizeof path);
-    if (t->cfg.resume)
-        sc_run_log_info(&t->log, "resumed from %s: epoch %d, batch %lld, step %lld", path,
-                        t->state.epoch, (long long)t->state.next_batch,
-                        (long long)t->state.step);
-}
-
-/* Live control (scorch-ctl) through RUN_DIR/control.sock; the devices'
- * locks learn the run directory. */
-static sc_status open_control(sc_trainer *t)
-{
-    sc_device_set_holder(&t->s.devices, t->rd.root);
-    if (sc_dist_world(t->dist) > 1) { /* it would steer rank 0 alone */
-        t->steer.save_signal_agreed = true; /* see agree_on_requests */
-        return SC_OK;
-    }
-    return sc_steer_listen(&t->steer, t->rd.root, t->s.funcs);
-}
-
-static sc_status setup(sc_trainer *t)
-{
-    SC_TRY(sc_dist_open(&t->cfg, &t->dist));
-    sc_cpu_set_threads(sc_dist_threads(t->dist, t->cfg.threads));
-    SC_TRY(sc_session_open(&t->s, &t->cfg));
-    if (!(t->train_sums = sc_metrics_new()) || !(t->eval_sums = sc_metrics_new()))
-        return SC_ERR_NOMEM;
-    SC_TRY(sc_hook_grads_new(t->s.params, &t->grads, &t->n_grads));
-    SC_TRY(make_optimizer(t));
-    SC_TRY(make_loaders(t));
-    SC_TRY(init_state(t));
-    SC_TRY(sc_dist_verify(t->dist, &t->s, &t->cfg));
-    if (sc_dist_is_root(t->dist)) /* the others wait for it in sc_dist_start */
-        SC_TRY(prepare_run_dir(t));
-    if (t->cfg.resume && sc_dist_is_root(t->dist))
-        SC_TRY(resume(t));
-    SC_TRY(sc_dist_start(t->dist, t->s.params, t->opt, &t->state));
-    SC_TRY(sc_dist_share_blobs(t->dist, &t->hook_blobs));
-    SC_TRY(open_log(t));
-    SC_TRY(open_tensorboard(t));
-    describe(t);
-    return open_control(t);
-}
-
-sc_status sc_trainer_new(const sc_config *cfg, sc_trainer **out)
-{
-    *out = NULL;
-    sc_trainer *t = calloc(1, sizeof *t);
-    if (!t)
-        return sc_error_set(SC_ERR_NOMEM, "out of memory for the trainer");
-    t->cfg = *cfg;
-    sc_steer_init(&t->steer);
-    sc_status st = sc_dist_check(t->dist, setup(t));
-    if (st != SC_OK) {
-        sc_trainer_free(t);
-        return st;
-    }
-    *out = t;
-    return SC_OK;
-}
-
-void sc_trainer_free(sc_trainer *t)
-{
-    if (!t)
-        return;
-    sc_steer_close(&t->steer, false, ""); /* answers a pending stop with the error */
-    sc_run_log_close(&t->log);
-    for (int k = 0; k < SC_SPLIT_COUNT; k++)
-        sc_loader_free(t->loaders[k]);
-    sc_loader_free(t->train_eval);
-    sc_optim_free(t->opt);
-    sc_metrics_free(t->train_sums);
-    sc_metrics_free(t->eval_sums);
-    if (t->s.params) /* opened */
-        sc_session_close(&t->s);
-    free(t->config_text);
-    sc_run_dir_close(&t->rd);
-    sc_hook_blobs_clear(&t->hook_blobs);
-    free(t->grads);
-    sc_dist_close(t->dist);
-    free(t);
 }

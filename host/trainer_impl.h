@@ -1,0 +1,67 @@
+/* trainer_impl.h — the trainer's state, shared by its three parts:
+ * trainer.c (the train / valid / test loops and steering), trainer_hooks.c
+ * (the context a hook sees and the actions it may take) and
+ * trainer_setup.c (set-up, resume and teardown). Private to the host.
+ * Thread rule: everything here runs on the training thread. */
+#ifndef SCORCH_HOST_TRAINER_IMPL_H
+#define SCORCH_HOST_TRAINER_IMPL_H
+
+#include <stdbool.h>
+
+#include "checkpoint.h"
+#include "dist.h"
+#include "evaluate.h"
+#include "loader.h"
+#include "model_summary.h"
+#include "run_dir.h"
+#include "run_log.h"
+#include "session.h"
+#include "steer.h"
+#include "tensorboard.h"
+#include "trainer.h"
+
+struct sc_trainer {
+    sc_config cfg;
+    sc_session s;
+    sc_optim *opt;
+    sc_loader *loaders[SC_SPLIT_COUNT];
+    sc_loader *train_eval; /* the train split in order (--validate-on-train) */
+    sc_metrics *train_sums; /* of the train phase in progress */
+    sc_metrics *eval_sums;
+    sc_train_state state;
+    int64_t steps_per_epoch;
+    sc_run_dir rd;
+    sc_run_log log;
+    char *config_text; /* the resolved config.ini, saved in checkpoints */
+    double lr;         /* of the latest step */
+    double step_loss_sum; /* of the optimizer step's micro-batches so far (TensorBoard) */
+    bool stop;         /* a hook asked to stop */
+    bool interrupted;  /* a signal asked to stop */
+    bool extra_pass;   /* an extra valid/test pass is running */
+    sc_steer steer;    /* requests from hooks, signals and scorch-ctl */
+    sc_hook_blobs hook_blobs; /* the hooks' checkpoint entries, last saved or loaded */
+    sc_hook_grad *grads;      /* after_backward's views of the gradients */
+    int n_grads;
+    sc_dist *dist;            /* this process's rank of the job (dist.h) */
+};
+
+/* ---- trainer_hooks.c ---- */
+
+/* The learning rates a hook or scorch-ctl may set. */
+bool trainer_lr_in_range(double lr);
+
+/* What a hook at `point` sees; batch points add the batch's position and
+ * loss. */
+sc_hook_context trainer_hook_context(const sc_trainer *t, const char *point, sc_split phase);
+sc_hook_context trainer_batch_context(const sc_trainer *t, const char *point, sc_split phase,
+                                      int64_t batch, int64_t batches, double loss);
+
+/* Runs the hooks of ctx->point (after publishing where training is, for
+ * scorch-ctl status). */
+sc_status trainer_run_hooks(sc_trainer *t, const sc_hook_context *ctx);
+sc_status trainer_run_point(sc_trainer *t, const char *point, sc_split phase);
+
+/* On resume, before train_begin: each hook gets back its checkpoint blob. */
+sc_status trainer_load_hook_state(sc_trainer *t);
+
+#endif
