@@ -246,6 +246,9 @@ sc_status sc_run_log_scalar(sc_run_log *log, int epoch, int64_t step, const char
 }
 
 static void print_message(sc_run_log *log, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void print_message(sc_run_log *log, const char *fmt, va_list ap)
 {
     clear_progress(log);
     vprintf(fmt, ap);
