@@ -184,6 +184,13 @@ static const config_option options[] = {
     {.name = "device", FIELD(device), .def = "", .shown_def = "the model's preference, else cpu",
      .arg = "DEVICE", .check = check_device, .programs = BOTH, .group = GROUP_DEVICES,
      .help = "cpu, cuda, cuda:N, cuda:N,M,..., auto, parallel or distributed_dataparallel"},
+    {.name = "precision", FIELD(precision), .def = "fp32", .choices = "fp32|tf32|bf16",
+     .programs = BOTH, .group = GROUP_DEVICES,
+     .help = "GPU arithmetic: tf32 or bf16 matrix products and convolutions (fp32 master "
+             "weights and loss)"},
+    {.name = "cuda-graphs", FIELD(cuda_graphs), .def = "auto", .choices = "auto|on|off",
+     .programs = TRAIN, .group = GROUP_DEVICES,
+     .help = "replay the train step as a CUDA graph (auto: when the step allows it)"},
     {.name = "threads", FIELD(threads), .def = "0", .arg = "N", .bound = BOUND_NONNEG,
      .programs = BOTH, .group = GROUP_DEVICES,
      .help = "compute threads, 0 for all cores (under mpirun: the rank's share)"},

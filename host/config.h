@@ -55,6 +55,8 @@ typedef struct sc_config {
     int prefetch;                   /* --prefetch (4) */
     int threads;                    /* --threads (0 = all cores) for compute */
     char device[32];                /* --device ("": the model's preference, else cpu) */
+    char precision[8];              /* --precision fp32|tf32|bf16 (fp32) */
+    char cuda_graphs[8];            /* --cuda-graphs auto|on|off (auto) */
     /* data parallelism (docs/distributed.md) */
     int accumulate;                 /* --accumulate N micro-batches per optimizer step (1) */
     double bucket_mb;               /* --bucket-mb: gradient allreduce bucket, MiB (25) */

@@ -9,6 +9,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "scorch/device.h"
+
 /* ---- parsing ---- */
 
 static const struct {
@@ -70,8 +72,13 @@ sc_status sc_device_parse(const char *text, sc_device_request *out)
 
 void sc_gpu_inventory_probe(sc_gpu_inventory *out)
 {
-    /* The CUDA backend (meson option cuda) reports its GPUs here. */
-    *out = (sc_gpu_inventory){0};
+    *out = (sc_gpu_inventory){.backend = sc_cuda_built()};
+    int count = sc_cuda_device_count();
+    out->count = count < SC_MAX_DEVICES ? count : SC_MAX_DEVICES;
+    for (int i = 0; i < out->count; i++) {
+        sc_device_info info;
+        out->free_bytes[i] = sc_cuda_device_info(i, &info) == SC_OK ? (int64_t)info.free_bytes : 0;
+    }
 }
 
 /* ---- locks ---- */

@@ -58,7 +58,7 @@ typedef struct sc_gpu_inventory {
     int64_t free_bytes[SC_MAX_DEVICES];
 } sc_gpu_inventory;
 
-/* Asks the GPU backend; this build has none, so it finds no GPU. */
+/* Asks libscorch's GPU backend (none in a build without nvcc). */
 void sc_gpu_inventory_probe(sc_gpu_inventory *out);
 
 /* Where a run allocates: the lock directory, who it is (recorded in the

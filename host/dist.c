@@ -42,6 +42,7 @@ struct sc_dist {
     int accumulate;
     int64_t batch_size;
     double bucket_mb;
+    double timeout_s;       /* --collective-timeout */
     const sc_comm_ops *ops; /* NULL: a single process */
     sc_comm *comm;
     /* A failure every rank knows of; later checks return it again. */
@@ -56,6 +57,7 @@ struct sc_dist {
     int n_buckets;
     sc_range *buffers;
     int n_buffers;
+    float *staging; /* host copy of the values when they live on a GPU */
     /* The step's gradient exchange: buckets [0, next_start) are started,
      * [0, next_done) summed and averaged. */
     bool round_open;
@@ -145,6 +147,7 @@ static sc_status join(sc_dist *d, const sc_config *cfg, int expected)
                             "scorch-train was built without MPI (install libopenmpi-dev and "
                             "rebuild)", expected);
     sc_comm_info info;
+    d->timeout_s = cfg->collective_timeout;
     SC_TRY(ops->open(cfg->collective_timeout, &d->comm, &info));
     d->ops = ops;
     d->rank = info.rank;
@@ -192,6 +195,7 @@ void sc_dist_close(sc_dist *d)
     free(d->bucket_of);
     free(d->buckets);
     free(d->buffers);
+    free(d->staging);
     free(d);
 }
 
@@ -301,16 +305,46 @@ sc_status sc_dist_check(sc_dist *d, sc_status local)
 
 /* ---- parameters ---- */
 
-/* 31 bits of FNV-1a over the values of every tensor but the buffers,
- * which ranks update on their own batches between syncs. */
-static int params_digest(const sc_dist *d)
+/* The values on the host: the store's own on the CPU, else a fresh copy
+ * in d->staging (NULL, with a message, when it cannot be made). */
+static float *pull_values(sc_dist *d)
 {
+    if (sc_params_device(d->params).kind == SC_DEVICE_CPU)
+        return sc_params_values(d->params);
+    if (!d->staging)
+        d->staging = malloc((size_t)sc_params_numel(d->params) * sizeof(float) + 1);
+    if (!d->staging) {
+        sc_error_set(SC_ERR_NOMEM, "out of memory for a host copy of the parameters");
+        return NULL;
+    }
+    return sc_params_read(d->params, d->staging, NULL) == SC_OK ? d->staging : NULL;
+}
+
+/* Writes d->staging back to a GPU's values (nothing to do on the CPU). */
+static sc_status push_values(sc_dist *d)
+{
+    if (sc_params_device(d->params).kind == SC_DEVICE_CPU)
+        return SC_OK;
+    return sc_params_write(d->params, d->staging);
+}
+
+/* 31 bits of FNV-1a over the values of every tensor but the buffers,
+ * which ranks update on their own batches between syncs; -1 when the
+ * values cannot be read (no rank's digest matches it then). */
+static int params_digest(sc_dist *d)
+{
+    const float *values = pull_values(d);
+    if (!values)
+        return -1;
     uint64_t h = 0xcbf29ce484222325ULL;
     for (int i = 0; i < d->n_params; i++) {
         const sc_tensor *p = sc_params_at(d->params, i);
-        const uint32_t *w = p->data;
-        for (int64_t k = 0; !(p->flags & SC_TENSOR_BUFFER) && k < p->numel; k++)
-            h = (h ^ w[k]) * 0x100000001b3ULL;
+        uint32_t w;
+        const float *v = values + sc_params_offset(d->params, i);
+        for (int64_t k = 0; !(p->flags & SC_TENSOR_BUFFER) && k < p->numel; k++) {
+            memcpy(&w, v + k, sizeof w);
+            h = (h ^ w) * 0x100000001b3ULL;
+        }
     }
     return (int)(h >> 33);
 }
@@ -384,18 +418,13 @@ sc_status sc_dist_step_begin(sc_dist *d, bool *stop, bool *interrupted)
     return SC_OK;
 }
 
-static void scale(float *x, int64_t n, float factor)
-{
-    for (int64_t i = 0; i < n; i++)
-        x[i] *= factor;
-}
-
 /* Sum to mean: over ranks, and over the micro-batches accumulated. */
 static void average(sc_dist *d, int b)
 {
     const sc_bucket *k = &d->buckets[b];
-    scale(sc_params_grads(d->params) + k->begin, k->end - k->begin,
-          1.0f / (float)(d->world * d->accumulate));
+    /* In range by construction: cannot fail. */
+    sc_params_scale_grads(d->params, k->begin, k->end - k->begin,
+                          1.0f / (float)(d->world * d->accumulate));
 }
 
 static void start_bucket(sc_dist *d, int b)
@@ -469,8 +498,8 @@ sc_status sc_dist_backward(sc_dist *d, sc_ctx *ctx, sc_tensor *loss, bool sync)
     if (!d->ops || !sync) {
         SC_TRY(sc_backward(ctx, loss, NULL, NULL));
         if (sync && d->accumulate > 1)
-            scale(sc_params_grads(d->params), sc_params_numel(d->params),
-                  1.0f / (float)d->accumulate);
+            return sc_params_scale_grads(d->params, 0, sc_params_numel(d->params),
+                                         1.0f / (float)d->accumulate);
         return SC_OK;
     }
     sc_status st = sc_backward(ctx, loss, on_grad_ready, d);
@@ -714,40 +743,84 @@ sc_status sc_dist_share_blobs(sc_dist *d, sc_hook_blobs *blobs)
     return st;
 }
 
-/* Rank 0's values, optimizer state and trainer state to every rank. */
-static void share_state(sc_dist *d, sc_optim *opt, sc_train_state *state)
+/* A host tensor's worth of rank 0's t broadcast into every rank's t. */
+static sc_status share_tensor(sc_dist *d, sc_tensor *t, const char *what)
 {
-    d->ops->broadcast(d->comm, sc_params_values(d->params),
-                      (size_t)sc_params_numel(d->params) * sizeof(float), 0,
-                      "the broadcast of rank 0's parameters");
-    for (int i = 0; opt && i < sc_optim_state_count(opt); i++) {
-        sc_tensor *t = sc_optim_state_at(opt, i);
-        d->ops->broadcast(d->comm, t->data, sc_tensor_nbytes(t), 0,
-                          "the broadcast of rank 0's optimizer state");
+    if (t->device.kind == SC_DEVICE_CPU) {
+        d->ops->broadcast(d->comm, t->data, sc_tensor_nbytes(t), 0, what);
+        return SC_OK;
     }
+    sc_tensor *host = sc_tensor_alloc(t->dtype, t->ndim, t->shape);
+    sc_status st = host ? sc_tensor_copy(host, t) : SC_ERR_NOMEM;
+    if (st == SC_OK) {
+        d->ops->broadcast(d->comm, host->data, sc_tensor_nbytes(host), 0, what);
+        st = sc_tensor_copy(t, host);
+    }
+    sc_tensor_free(host);
+    return st;
+}
+
+/* Rank 0's values, optimizer state and trainer state to every rank. */
+static sc_status share_state(sc_dist *d, sc_optim *opt, sc_train_state *state)
+{
+    float *values = pull_values(d);
+    if (!values)
+        return sc_error_code();
+    d->ops->broadcast(d->comm, values, (size_t)sc_params_numel(d->params) * sizeof(float), 0,
+                      "the broadcast of rank 0's parameters");
+    SC_TRY(push_values(d));
+    for (int i = 0; opt && i < sc_optim_state_count(opt); i++)
+        SC_TRY(share_tensor(d, sc_optim_state_at(opt, i),
+                            "the broadcast of rank 0's optimizer state"));
     d->ops->broadcast(d->comm, state, sizeof *state, 0, "the broadcast of rank 0's position");
     if (d->rank == 0)
-        return;
+        return SC_OK;
     if (opt)
         sc_optim_set_steps(opt, state->step);
     /* Rank 0 alone carries the sums of a half-done epoch (the whole job's,
      * see sc_dist_before_checkpoint); the others start theirs from zero. */
     state->loss_sum = 0;
     state->samples = 0;
+    return SC_OK;
 }
 
-sc_status sc_dist_start(sc_dist *d, sc_params *params, sc_optim *opt, sc_train_state *state)
+/* GPU ranks sum their gradients with NCCL (its own stream), keeping MPI
+ * for the control plane. */
+static sc_status use_gpu_transport(sc_dist *d, sc_ctx *ctx)
+{
+    sc_device dev = sc_ctx_device(ctx);
+    if (dev.kind == SC_DEVICE_CPU)
+        return SC_OK;
+#if SC_HAVE_NCCL
+    sc_comm_info info = {.rank = d->rank, .world = d->world};
+    sc_comm *wrapped;
+    SC_TRY(sc_comm_nccl_wrap(d->comm, &info, d->timeout_s, dev.index, sc_ctx_cuda_stream(ctx),
+                             &wrapped));
+    d->comm = wrapped;
+    d->ops = &sc_comm_nccl;
+    return SC_OK;
+#else
+    return sc_error_set(SC_ERR_UNSUPPORTED,
+                        "data parallelism over GPU ranks needs NCCL, which this build lacks "
+                        "(meson option nccl); run CPU ranks (--device cpu) or one GPU process");
+#endif
+}
+
+sc_status sc_dist_start(sc_dist *d, sc_ctx *ctx, sc_params *params, sc_optim *opt,
+                        sc_train_state *state)
 {
     d->params = params;
     d->n_params = sc_params_count(params);
     if (!d->ops)
         return SC_OK;
-    sc_status st = layout_buckets(d);
+    sc_status st = use_gpu_transport(d, ctx);
+    if (st == SC_OK)
+        st = layout_buckets(d);
     if (st == SC_OK)
         st = layout_buffers(d);
     int v[V_COUNT] = {0};
     SC_TRY(exchange(d, st, v)); /* also rank 0's run directory and resume */
-    share_state(d, opt, state);
+    SC_TRY(sc_dist_check(d, share_state(d, opt, state)));
     d->comm_s = 0; /* the phases count theirs */
     return SC_OK;
 }
@@ -860,15 +933,15 @@ sc_status sc_dist_sync_buffers(sc_dist *d)
     int v[V_COUNT] = {0};
     if (!d->ops || d->n_buffers == 0)
         return exchange(d, SC_OK, v);
-    SC_TRY(exchange(d, SC_OK, v));
+    float *values = pull_values(d);
+    SC_TRY(exchange(d, values ? SC_OK : sc_error_code(), v));
     double t0 = sc_now();
-    float *values = sc_params_values(d->params);
     for (int i = 0; i < d->n_buffers; i++)
         d->ops->broadcast(d->comm, values + d->buffers[i].begin,
                           (size_t)(d->buffers[i].end - d->buffers[i].begin) * sizeof(float), 0,
                           "the broadcast of rank 0's buffers");
     d->comm_s += sc_now() - t0;
-    return SC_OK;
+    return sc_dist_check(d, push_values(d));
 }
 
 sc_status sc_dist_before_checkpoint(sc_dist *d, double *loss_sum, int64_t *samples,

@@ -102,7 +102,8 @@ sc_status sc_dist_verify(sc_dist *d, const sc_session *s, const sc_config *cfg);
 /* Collective: rank 0's parameters and buffers (fresh or resumed), its
  * optimizer state and its trainer state to every rank; then lays out the
  * gradient buckets. Called in a single process too (no communication). */
-sc_status sc_dist_start(sc_dist *d, sc_params *params, sc_optim *opt, sc_train_state *state);
+sc_status sc_dist_start(sc_dist *d, sc_ctx *ctx, sc_params *params, sc_optim *opt,
+                        sc_train_state *state);
 
 /* Collective: rank 0's hook blobs (the hooks' checkpoint state, which
  * rank 0 alone read on resume) to every rank. */

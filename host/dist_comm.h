@@ -5,10 +5,10 @@
  * few bytes of host memory: status checks, start-up state, metric sums.
  * The data plane (buckets, sum_start/test/wait) sums gradient buckets in
  * place and lets the caller overlap that with backward. The MPI table
- * below does both for CPU ranks; the CUDA half of data parallelism adds a
- * table whose data plane runs NCCL on its own stream (bootstrapped with
- * ncclGetUniqueId on rank 0 and a control-plane broadcast) and whose
- * control plane is MPI's.
+ * below does both for CPU ranks; for GPU ranks the NCCL table
+ * (dist_nccl.c) runs the data plane with NCCL on its own stream
+ * (bootstrapped with ncclGetUniqueId on rank 0 and a control-plane
+ * broadcast) and hands the control plane to MPI's.
  *
  * A collective that misses its deadline (--collective-timeout) means a
  * rank died or hangs: the transport prints which collective it was and
@@ -62,6 +62,22 @@ typedef struct sc_comm_ops {
 
 #if SC_HAVE_MPI
 extern const sc_comm_ops sc_comm_mpi;
+
+/* Polls test(arg) until it is true: yielding the core between tests, then
+ * napping; past timeout_s it reports `what` and aborts the job. */
+void sc_comm_wait(double timeout_s, bool (*test)(void *), void *arg, const char *what);
+#endif
+
+#if SC_HAVE_NCCL
+/* GPU ranks: the data plane in GPU memory, summed by NCCL on its own
+ * stream, the control plane still MPI's. sc_comm_nccl_wrap takes over an
+ * open MPI transport `mpi` (closing it on close) for a rank computing on
+ * GPU `device` whose kernels run on `compute` (a cudaStream_t): a bucket
+ * starts after the kernels queued there when sum_start is called, and the
+ * kernels queued there after sum_wait run after its sum. */
+extern const sc_comm_ops sc_comm_nccl;
+sc_status sc_comm_nccl_wrap(sc_comm *mpi, const sc_comm_info *info, double timeout_s,
+                            int device, void *compute, sc_comm **out);
 #endif
 
 #endif

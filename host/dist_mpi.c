@@ -30,38 +30,43 @@ enum { CHUNK_BYTES = 1 << 30, NAP_NS = 200000 };
  * something else (rank 0 writing a checkpoint): naps from then on. */
 static const double YIELD_S = 0.05;
 
-static void timed_out(const sc_comm *c, const char *what)
+static void timed_out(double timeout_s, const char *what)
 {
     fprintf(stderr,
             "%sscorch-train: %s did not complete within %g s: another rank died, hangs or "
             "fell that far behind (its own output says which; --collective-timeout sets "
             "the limit); aborting the job\n",
-            sc_dist_log_prefix(), what, c->timeout_s);
+            sc_dist_log_prefix(), what, timeout_s);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return */
 }
 
-/* Polls the request until done: between tests it yields the core (to a
- * rank or loader thread sharing it), and after YIELD_S it naps, so a long
- * wait costs no CPU. */
-static void wait_request(const sc_comm *c, MPI_Request *req, const char *what)
+void sc_comm_wait(double timeout_s, bool (*test)(void *), void *arg, const char *what)
 {
     double start = sc_now();
     const struct timespec nap = {0, NAP_NS};
-    for (;;) {
-        int done = 0;
-        MPI_Test(req, &done, MPI_STATUS_IGNORE);
-        if (done)
-            return;
+    while (!test(arg)) {
         double waited = sc_now() - start;
-        if (waited > c->timeout_s)
-            timed_out(c, what);
+        if (waited > timeout_s)
+            timed_out(timeout_s, what);
         if (waited < YIELD_S)
             sched_yield();
         else
             nanosleep(&nap, NULL);
     }
+}
+
+static bool request_done(void *req)
+{
+    int done = 0;
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    return done;
+}
+
+static void wait_request(const sc_comm *c, MPI_Request *req, const char *what)
+{
+    sc_comm_wait(c->timeout_s, request_done, req, what);
 }
 
 static void describe(sc_comm_info *info)
@@ -164,12 +169,7 @@ static void mpi_sum_start(sc_comm *c, int bucket, float *data, int64_t n)
                    &c->requests[bucket]);
 }
 
-static bool mpi_sum_test(sc_comm *c, int bucket)
-{
-    int done = 0;
-    MPI_Test(&c->requests[bucket], &done, MPI_STATUS_IGNORE);
-    return done;
-}
+static bool mpi_sum_test(sc_comm *c, int bucket) { return request_done(&c->requests[bucket]); }
 
 static void mpi_sum_wait(sc_comm *c, int bucket, const char *what)
 {

@@ -7,7 +7,9 @@
 sc_status sc_loss_value(const sc_tensor *loss, const char *phase, int epoch, int64_t batch,
                         double *out)
 {
-    *out = sc_tensor_f32(loss)[0];
+    float value;
+    SC_TRY(sc_tensor_item(loss, &value));
+    *out = value;
     if (!isfinite(*out))
         return sc_error_set(SC_ERR_NUMERIC, "%s loss is %g at epoch %d, batch %lld", phase,
                             *out, epoch, (long long)batch);
@@ -24,10 +26,12 @@ static sc_status eval_batch(sc_session *s, const sc_batch *b, int epoch, const c
     SC_TRY(sc_session_forward(s, &b->inputs, &outputs));
     SC_TRY(sc_session_criterion(s, &outputs, &b->targets, &loss));
     SC_TRY(sc_loss_value(loss, phase, epoch, b->index, &value));
-    SC_TRY(sc_session_metrics(s, &outputs, &b->targets, metrics));
+    sc_tensor_list on_host;
+    SC_TRY(sc_session_to_host(s, &outputs, &on_host));
+    SC_TRY(sc_session_metrics(s, &on_host, &b->targets, metrics));
     sums->loss_sum += value * (double)b->size;
     sums->samples += b->size;
-    return on_batch ? on_batch(user, b, &outputs) : SC_OK;
+    return on_batch ? on_batch(user, b, &on_host) : SC_OK;
 }
 
 static void show_progress(sc_run_log *log, const char *phase, int epoch, int64_t batch,

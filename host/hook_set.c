@@ -257,6 +257,12 @@ static sc_status run_point(sc_hook_set *set, const char *point, const sc_hook_co
     return SC_OK;
 }
 
+bool sc_hook_set_has(const sc_hook_set *set, const char *point)
+{
+    int p = point_index(point);
+    return p >= 0 && set->points[p].n > 0;
+}
+
 sc_status sc_hook_set_run(sc_hook_set *set, const char *point, const sc_hook_context *ctx,
                           const sc_hook_actions *actions)
 {
@@ -331,7 +337,8 @@ void sc_hook_blobs_clear(sc_hook_blobs *blobs)
 
 /* ---- after_backward's view of the gradients ---- */
 
-sc_status sc_hook_grads_new(const sc_params *params, sc_hook_grad **out, int *n)
+sc_status sc_hook_grads_new(const sc_params *params, const float *grads, sc_hook_grad **out,
+                            int *n)
 {
     int count = 0;
     for (int i = 0; i < sc_params_count(params); i++)
@@ -340,7 +347,6 @@ sc_status sc_hook_grads_new(const sc_params *params, sc_hook_grad **out, int *n)
     *out = calloc(count ? (size_t)count : 1, sizeof **out);
     if (!*out)
         return sc_error_set(SC_ERR_NOMEM, "out of memory for the gradient views");
-    const float *grads = sc_params_grads(params);
     for (int i = 0; i < sc_params_count(params); i++) {
         const sc_tensor *p = sc_params_at(params, i);
         if (p->flags & SC_TENSOR_REQUIRES_GRAD)

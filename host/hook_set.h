@@ -33,6 +33,8 @@ void sc_hook_set_free(sc_hook_set *set);
 sc_status sc_hook_set_add(sc_hook_set *set, const sc_hook_table *table, const char *plugin);
 
 int sc_hook_set_count(const sc_hook_set *set);
+/* Whether some hook runs at point ("after_backward"). */
+bool sc_hook_set_has(const sc_hook_set *set, const char *point);
 
 /* Runs every hook registered for point (a known hook point name). */
 sc_status sc_hook_set_run(sc_hook_set *set, const char *point, const sc_hook_context *ctx,
@@ -71,7 +73,8 @@ const sc_hook *sc_hook_set_running(const sc_hook_set *set);
  * gradients, in creation order (*out freed by the caller). The views
  * point into the store's flat gradient buffer, so they stay valid while
  * no parameter is added. */
-sc_status sc_hook_grads_new(const sc_params *params, sc_hook_grad **out, int *n);
+sc_status sc_hook_grads_new(const sc_params *params, const float *grads, sc_hook_grad **out,
+                            int *n);
 
 /* The known hook point names, NULL-terminated. */
 extern const char *const sc_hook_points[];

@@ -13,6 +13,8 @@
  */
 #include "loader.h"
 
+#include "scorch/device.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,13 +113,14 @@ static int64_t sc_loader_rank_samples(int64_t len, const sc_loader_config *c)
 /* Allocates [batch_size, ...spec] tensors for one side (inputs or
  * targets) of one slot. */
 static sc_status sc_loader_alloc_list(const sc_tensor_spec *specs, int n, int64_t batch_size,
-                                      sc_tensor_list *list)
+                                      bool pinned, sc_tensor_list *list)
 {
     list->n = n;
     for (int k = 0; k < n; k++) {
         int64_t shape[SC_MAX_DIMS] = {batch_size};
         memcpy(shape + 1, specs[k].shape, (size_t)specs[k].ndim * sizeof shape[0]);
-        list->t[k] = sc_tensor_alloc(specs[k].dtype, specs[k].ndim + 1, shape);
+        list->t[k] = pinned ? sc_tensor_alloc_pinned(specs[k].dtype, specs[k].ndim + 1, shape)
+                            : sc_tensor_alloc(specs[k].dtype, specs[k].ndim + 1, shape);
         if (!list->t[k])
             return sc_error_wrap(SC_ERR_NOMEM, "loader: batch tensor of %lld samples",
                                  (long long)batch_size);
@@ -161,9 +164,9 @@ static sc_status sc_loader_alloc(sc_loader *loader)
     for (int s = 0; s < loader->n_slots; s++) {
         sc_batch *b = &loader->slots[s].batch;
         SC_TRY(sc_loader_alloc_list(loader->spec.inputs, loader->spec.n_inputs,
-                                    c->batch_size, &b->inputs));
+                                    c->batch_size, c->pinned, &b->inputs));
         SC_TRY(sc_loader_alloc_list(loader->spec.targets, loader->spec.n_targets,
-                                    c->batch_size, &b->targets));
+                                    c->batch_size, c->pinned, &b->targets));
     }
     return SC_OK;
 }

@@ -49,6 +49,7 @@ typedef struct sc_loader_config {
     bool shuffle;       /* train: true */
     bool drop_last;     /* train: true */
     int rank, world;
+    bool pinned;        /* page-locked batch buffers: a GPU run's faster uploads */
 } sc_loader_config;
 
 /* A batch of samples, collated: inputs.t[k] is [size, ...spec shape]. */

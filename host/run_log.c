@@ -198,6 +198,10 @@ static sc_status write_record(sc_run_log *log, const sc_phase_result *r)
     json_field(f, "comm_s", r->comm_s);
     json_field(f, "max_rss_mb", max_rss_mb());
     json_field(f, "arena_peak_mb", (double)r->arena_peak / (1024 * 1024));
+    if (r->on_gpu) {
+        json_field(f, "gpu_mem_mb", (double)r->gpu_allocated / (1024 * 1024));
+        json_field(f, "gpu_peak_mb", (double)r->gpu_peak / (1024 * 1024));
+    }
     json_field(f, "lr", r->lr);
     fputs("}\n", f);
     if (fflush(f) != 0)

@@ -9,6 +9,7 @@
  *    "samples":50000,"samples_per_s":21034.5,"time_s":2.38,"data_wait_s":0.02,
  *    "compute_s":2.36,"comm_s":0,"max_rss_mb":412.5,"arena_peak_mb":38.2,
  *    "lr":0.001}
+ *   (on a GPU also "gpu_mem_mb" and "gpu_peak_mb", after "arena_peak_mb")
  * of a hook's scalar:
  *   {"epoch":1,"step":120,"tag":"grad_norm","value":1.25}
  */
@@ -49,6 +50,8 @@ typedef struct sc_phase_result {
                            it once data parallelism lands; 0 until then */
     size_t arena_peak;  /* bytes: the step arena's high-water mark */
     double lr;
+    bool on_gpu;        /* the run computes on a GPU: the two below are logged */
+    size_t gpu_allocated, gpu_peak; /* bytes libscorch holds there, now and at most */
 } sc_phase_result;
 
 /* A pass in progress, as its progress line shows it. */

@@ -230,8 +230,9 @@ static const char *phase_of(const sc_json_record *rec)
 static bool is_bookkeeping(const char *key)
 {
     static const char *const keys[] = {
-        "epoch",  "phase",     "step",          "samples", "samples_per_s", "time_s",
-        "data_wait_s", "compute_s", "comm_s", "max_rss_mb", "arena_peak_mb", "lr",
+        "epoch",       "phase",      "step",          "samples",     "samples_per_s",
+        "time_s",      "data_wait_s", "compute_s",    "comm_s",      "max_rss_mb",
+        "arena_peak_mb", "gpu_mem_mb", "gpu_peak_mb", "lr",
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (strcmp(key, keys[i]) == 0)

@@ -90,7 +90,8 @@ static sc_status evaluate(sc_session *s, const sc_config *cfg, sc_metrics *metri
 {
     sc_split split = parse_split(cfg->split);
     sc_loader_config lc = {.batch_size = cfg->batch_size, .workers = cfg->workers,
-                           .prefetch = cfg->prefetch, .seed = cfg->seed, .world = 1};
+                           .prefetch = cfg->prefetch, .seed = cfg->seed, .world = 1,
+                           .pinned = sc_ctx_device(s->ctx).kind == SC_DEVICE_CUDA};
     sc_loader *loader;
     SC_TRY(sc_loader_new(s->data.api, s->splits[split], split, &lc, &loader));
     sc_run_log log; /* the progress line only */

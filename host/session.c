@@ -132,6 +132,23 @@ static sc_status allocate_device(sc_session *s, const sc_config *cfg)
     return SC_OK;
 }
 
+/* The context computes on the allocated device; on a GPU the parameters
+ * move there once the network has made and initialised them. */
+static sc_status place_on_device(sc_session *s, const sc_config *cfg)
+{
+    sc_device dev = s->devices.device;
+    char name[32];
+    if (!(s->ctx = sc_ctx_new(dev)))
+        return sc_error_wrap(sc_error_code(), "--device %s", sc_device_str(dev, name, sizeof name));
+    sc_precision precision;
+    SC_TRY(sc_precision_parse(cfg->precision, &precision));
+    if (precision != SC_PRECISION_FP32 && dev.kind == SC_DEVICE_CPU)
+        return sc_error_set(SC_ERR_INVALID, "--precision %s needs a GPU; the CPU computes in fp32",
+                            cfg->precision);
+    sc_ctx_set_precision(s->ctx, precision);
+    return sc_params_to_device(s->params, dev);
+}
+
 sc_status sc_session_open(sc_session *s, const sc_config *cfg)
 {
     memset(s, 0, sizeof *s);
@@ -142,8 +159,8 @@ sc_status sc_session_open(sc_session *s, const sc_config *cfg)
         st = open_data(s, cfg);
     if (st == SC_OK)
         st = create_network(s, cfg);
-    if (st == SC_OK && !(s->ctx = sc_ctx_new(s->devices.device)))
-        st = SC_ERR_NOMEM;
+    if (st == SC_OK)
+        st = place_on_device(s, cfg);
     if (st != SC_OK)
         sc_session_close(s);
     return st;
@@ -174,11 +191,31 @@ void sc_session_close(sc_session *s)
     memset(s, 0, sizeof *s);
 }
 
+sc_status sc_session_upload(sc_session *s, const sc_tensor_list *in, sc_tensor_list *out)
+{
+    *out = *in;
+    for (int i = 0; i < in->n; i++)
+        if (!(out->t[i] = sc_tensor_to_device(s->ctx, in->t[i])))
+            return sc_error_wrap(sc_error_code(), "copying batch tensor %d to the device", i);
+    return SC_OK;
+}
+
+sc_status sc_session_to_host(sc_session *s, const sc_tensor_list *in, sc_tensor_list *out)
+{
+    *out = *in;
+    for (int i = 0; i < in->n; i++)
+        if (!(out->t[i] = sc_tensor_to_host(s->ctx, in->t[i])))
+            return sc_error_wrap(sc_error_code(), "copying output %d to the host", i);
+    return SC_OK;
+}
+
 sc_status sc_session_forward(sc_session *s, const sc_tensor_list *inputs,
                              sc_tensor_list *outputs)
 {
     memset(outputs, 0, sizeof *outputs);
-    sc_status st = s->model.api->network_forward(s->net, s->ctx, inputs, outputs);
+    sc_tensor_list on_device;
+    SC_TRY(sc_session_upload(s, inputs, &on_device));
+    sc_status st = s->model.api->network_forward(s->net, s->ctx, &on_device, outputs);
     if (st != SC_OK)
         return plugin_failed(st, &s->model.lib, "network_forward");
     if (outputs->n < 1 || outputs->n > SC_MAX_IO)
@@ -195,7 +232,9 @@ sc_status sc_session_criterion(sc_session *s, const sc_tensor_list *outputs,
                                const sc_tensor_list *targets, sc_tensor **loss)
 {
     *loss = NULL;
-    sc_status st = s->model.api->socket_criterion(s->net, s->ctx, outputs, targets, loss);
+    sc_tensor_list on_device;
+    SC_TRY(sc_session_upload(s, targets, &on_device));
+    sc_status st = s->model.api->socket_criterion(s->net, s->ctx, outputs, &on_device, loss);
     if (st != SC_OK)
         return plugin_failed(st, &s->model.lib, "socket_criterion");
     if (!*loss || (*loss)->numel != 1 || (*loss)->dtype != SC_F32)
@@ -208,7 +247,9 @@ sc_status sc_session_criterion(sc_session *s, const sc_tensor_list *outputs,
 sc_status sc_session_metrics(sc_session *s, const sc_tensor_list *outputs,
                              const sc_tensor_list *targets, sc_metrics *metrics)
 {
-    sc_status st = s->model.api->socket_metrics(s->net, outputs, targets, metrics);
+    sc_tensor_list on_host;
+    SC_TRY(sc_session_to_host(s, outputs, &on_host));
+    sc_status st = s->model.api->socket_metrics(s->net, &on_host, targets, metrics);
     if (st != SC_OK)
         return plugin_failed(st, &s->model.lib, "socket_metrics");
     return SC_OK;

@@ -41,13 +41,24 @@ sc_status sc_session_open(sc_session *s, const sc_config *cfg);
 void sc_session_close(sc_session *s);
 
 /* outputs = network(batch inputs); loss = criterion(outputs, targets) when
- * loss is not NULL. Checks the plugin's results. */
+ * loss is not NULL. Checks the plugin's results. Host batches are copied
+ * to the context's device first. */
 sc_status sc_session_forward(sc_session *s, const sc_tensor_list *inputs,
                              sc_tensor_list *outputs);
 sc_status sc_session_criterion(sc_session *s, const sc_tensor_list *outputs,
                                const sc_tensor_list *targets, sc_tensor **loss);
+/* The socket's metrics, given host copies of the outputs (plugins read
+ * metric inputs on the host) and the batch's targets. */
 sc_status sc_session_metrics(sc_session *s, const sc_tensor_list *outputs,
                              const sc_tensor_list *targets, sc_metrics *metrics);
+
+/* Batches arrive in host memory; on a GPU the plugin sees copies there,
+ * from the step arena (the tensors themselves on the CPU). */
+sc_status sc_session_upload(sc_session *s, const sc_tensor_list *in, sc_tensor_list *out);
+
+/* Host copies of tensors from the step arena (the tensors themselves on
+ * the CPU), valid until the step ends. */
+sc_status sc_session_to_host(sc_session *s, const sc_tensor_list *in, sc_tensor_list *out);
 
 int64_t sc_session_split_len(const sc_session *s, sc_split split);
 

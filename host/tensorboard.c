@@ -360,9 +360,9 @@ void sc_tb_log_step(sc_tb_writer *w, int64_t step, double loss, double lr)
         sc_tb_flush(w);
 }
 
-void sc_tb_log_params(sc_tb_writer *w, const sc_params *ps, int64_t step)
+void sc_tb_log_params(sc_tb_writer *w, const sc_params *ps, const float *values,
+                      const float *grads, int64_t step)
 {
-    const float *values = sc_params_values(ps), *grads = sc_params_grads(ps);
     for (int i = 0; writer_live(w) && i < sc_params_count(ps); i++) {
         const sc_tensor *p = sc_params_at(ps, i);
         int64_t off = sc_params_offset(ps, i);

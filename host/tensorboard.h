@@ -66,7 +66,8 @@ void sc_tb_log_phase(sc_tb_writer *w, const sc_phase_result *r);
 void sc_tb_log_step(sc_tb_writer *w, int64_t step, double loss, double lr);
 /* params/<name> for every tensor of the store, and grads/<name> for each
  * one that trains, from the flat buffers as they are now. */
-void sc_tb_log_params(sc_tb_writer *w, const sc_params *ps, int64_t step);
+void sc_tb_log_params(sc_tb_writer *w, const sc_params *ps, const float *values,
+                      const float *grads, int64_t step);
 
 /* ---- exposed for tests ---- */
 

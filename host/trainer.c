@@ -59,10 +59,15 @@ static sc_status apply_gradients(sc_trainer *t, const sc_batch *b, double loss_v
                                         t->steps_per_epoch, loss_value);
     ctx.n_grads = t->n_grads;
     ctx.grads = t->grads;
+    if (sc_hook_set_has(s->hooks, "after_backward"))
+        SC_TRY(trainer_read_params(t));
     SC_TRY(trainer_run_hooks(t, &ctx));
     SC_TRY(sc_optim_step(t->opt, t->lr));
-    if (histograms_due(t, b))
-        sc_tb_log_params(t->log.tb, s->params, t->state.step + 1);
+    if (histograms_due(t, b)) {
+        SC_TRY(trainer_read_params(t));
+        sc_tb_log_params(t->log.tb, s->params, t->host_values, t->host_grads,
+                         t->state.step + 1);
+    }
     sc_params_zero_grad(s->params);
     t->state.step++;
     return SC_OK;
@@ -77,11 +82,16 @@ static sc_status train_step(sc_trainer *t, const sc_batch *b, double *loss_value
     t->lr = sc_schedule_lr(&t->state.schedule, t->state.base_lr, t->state.step);
     sc_tensor_list outputs;
     sc_tensor *loss;
-    SC_TRY(sc_session_forward(s, &b->inputs, &outputs));
-    SC_TRY(sc_session_criterion(s, &outputs, &b->targets, &loss));
-    SC_TRY(sc_loss_value(loss, "train", t->state.epoch, b->index, loss_value));
     bool last = micro + 1 == t->cfg.accumulate;
-    SC_TRY(sc_dist_backward(t->dist, s->ctx, loss, last));
+    if (t->graphs.eager) {
+        SC_TRY(sc_session_forward(s, &b->inputs, &outputs));
+        SC_TRY(sc_session_criterion(s, &outputs, &b->targets, &loss));
+        SC_TRY(sc_loss_value(loss, "train", t->state.epoch, b->index, loss_value));
+        SC_TRY(sc_dist_backward(t->dist, s->ctx, loss, last));
+    } else { /* one process, one micro-batch: backward needs no collectives */
+        SC_TRY(sc_graph_step_run(&t->graphs, s, b, &outputs, &loss, &t->log));
+        SC_TRY(sc_loss_value(loss, "train", t->state.epoch, b->index, loss_value));
+    }
     if (last)
         SC_TRY(apply_gradients(t, b, *loss_value));
     SC_TRY(sc_session_metrics(s, &outputs, &b->targets, t->train_sums));
@@ -160,6 +170,8 @@ static sc_status log_phase(sc_trainer *t, const char *phase, double loss_sum,
                            int64_t samples, const sc_metrics *metrics, double seconds,
                            double wait, bool final)
 {
+    sc_device gpu = sc_ctx_device(t->s.ctx);
+    sc_device_memory mem = sc_device_memory_used(gpu);
     sc_phase_result r = {
         .phase = phase,
         .epoch = t->state.epoch,
@@ -173,6 +185,9 @@ static sc_status log_phase(sc_trainer *t, const char *phase, double loss_sum,
         .comm_s = sc_dist_take_comm_s(t->dist),
         .arena_peak = sc_ctx_arena_peak(t->s.ctx),
         .lr = t->lr,
+        .on_gpu = gpu.kind == SC_DEVICE_CUDA,
+        .gpu_allocated = mem.allocated,
+        .gpu_peak = mem.peak,
     };
     return sc_run_log_phase(&t->log, &r, final);
 }

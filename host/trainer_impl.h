@@ -11,6 +11,7 @@
 #include "checkpoint.h"
 #include "dist.h"
 #include "evaluate.h"
+#include "graph_step.h"
 #include "loader.h"
 #include "model_summary.h"
 #include "run_dir.h"
@@ -42,8 +43,18 @@ struct sc_trainer {
     sc_hook_blobs hook_blobs; /* the hooks' checkpoint entries, last saved or loaded */
     sc_hook_grad *grads;      /* after_backward's views of the gradients */
     int n_grads;
+    /* Host copies of the flat parameter and gradient buffers when they are
+     * on a GPU (read by hooks and histograms); the store's own on the CPU. */
+    float *host_values, *host_grads;
+    bool host_copies;         /* the two above are copies, refreshed on use */
     sc_dist *dist;            /* this process's rank of the job (dist.h) */
+    sc_graph_step graphs;     /* the train step as a CUDA graph (graph_step.h) */
 };
+
+/* ---- trainer_setup.c ---- */
+
+/* Refreshes host_values and host_grads from a GPU's flat buffers. */
+sc_status trainer_read_params(sc_trainer *t);
 
 /* ---- trainer_hooks.c ---- */
 

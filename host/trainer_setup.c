@@ -38,6 +38,7 @@ static sc_status make_loader(sc_trainer *t, sc_split split, bool shuffle, sc_loa
         .drop_last = shuffle,
         .rank = sc_dist_rank(t->dist),
         .world = sc_dist_world(t->dist),
+        .pinned = sc_ctx_device(t->s.ctx).kind == SC_DEVICE_CUDA,
     };
     return sc_loader_new(t->s.data.api, t->s.splits[split], split, &lc, out);
 }
@@ -218,6 +219,30 @@ static sc_status open_control(sc_trainer *t)
     return sc_steer_listen(&t->steer, t->rd.root, t->s.funcs);
 }
 
+/* Hooks and histograms read the parameters and gradients on the host. */
+static sc_status make_host_views(sc_trainer *t)
+{
+    const sc_params *ps = t->s.params;
+    t->host_copies = sc_params_device(ps).kind != SC_DEVICE_CPU;
+    if (!t->host_copies) {
+        t->host_values = sc_params_values(ps);
+        t->host_grads = sc_params_grads(ps);
+    } else {
+        size_t bytes = (size_t)sc_params_numel(ps) * sizeof(float);
+        t->host_values = malloc(bytes ? bytes : 1);
+        t->host_grads = malloc(bytes ? bytes : 1);
+        if (!t->host_values || !t->host_grads)
+            return sc_error_set(SC_ERR_NOMEM, "out of memory for host copies of %zu bytes "
+                                "of parameters", bytes);
+    }
+    return sc_hook_grads_new(ps, t->host_grads, &t->grads, &t->n_grads);
+}
+
+sc_status trainer_read_params(sc_trainer *t)
+{
+    return t->host_copies ? sc_params_read(t->s.params, t->host_values, t->host_grads) : SC_OK;
+}
+
 static sc_status setup(sc_trainer *t)
 {
     SC_TRY(sc_dist_open(&t->cfg, &t->dist));
@@ -225,7 +250,7 @@ static sc_status setup(sc_trainer *t)
     SC_TRY(sc_session_open(&t->s, &t->cfg));
     if (!(t->train_sums = sc_metrics_new()) || !(t->eval_sums = sc_metrics_new()))
         return SC_ERR_NOMEM;
-    SC_TRY(sc_hook_grads_new(t->s.params, &t->grads, &t->n_grads));
+    SC_TRY(make_host_views(t));
     SC_TRY(make_optimizer(t));
     SC_TRY(make_loaders(t));
     SC_TRY(init_state(t));
@@ -234,9 +259,11 @@ static sc_status setup(sc_trainer *t)
         SC_TRY(prepare_run_dir(t));
     if (t->cfg.resume && sc_dist_is_root(t->dist))
         SC_TRY(resume(t));
-    SC_TRY(sc_dist_start(t->dist, t->s.params, t->opt, &t->state));
+    SC_TRY(sc_dist_start(t->dist, t->s.ctx, t->s.params, t->opt, &t->state));
     SC_TRY(sc_dist_share_blobs(t->dist, &t->hook_blobs));
     SC_TRY(open_log(t));
+    SC_TRY(sc_graph_step_init(&t->graphs, t->cfg.cuda_graphs, &t->s, sc_dist_world(t->dist),
+                              t->cfg.accumulate, &t->log));
     SC_TRY(open_tensorboard(t));
     describe(t);
     return open_control(t);
@@ -268,6 +295,7 @@ void sc_trainer_free(sc_trainer *t)
     for (int k = 0; k < SC_SPLIT_COUNT; k++)
         sc_loader_free(t->loaders[k]);
     sc_loader_free(t->train_eval);
+    sc_graph_step_free(&t->graphs);
     sc_optim_free(t->opt);
     sc_metrics_free(t->train_sums);
     sc_metrics_free(t->eval_sums);
@@ -277,6 +305,10 @@ void sc_trainer_free(sc_trainer *t)
     sc_run_dir_close(&t->rd);
     sc_hook_blobs_clear(&t->hook_blobs);
     free(t->grads);
+    if (t->host_copies) {
+        free(t->host_values);
+        free(t->host_grads);
+    }
     sc_dist_close(t->dist);
     free(t);
 }

@@ -1,6 +1,7 @@
 #include <string.h>
 
 #include "context_impl.h"
+#include "device_impl.h"
 #include "scorch/autograd.h"
 
 /* A parameter and the tape index of its first use in forward: backward is
@@ -88,7 +89,7 @@ sc_status sc_backward(sc_ctx *ctx, sc_tensor *loss, sc_grad_ready_fn grad_ready,
     sc_tensor *g = grad_of(ctx, loss);
     if (!uses || !g)
         return SC_ERR_NOMEM;
-    sc_tensor_f32(g)[0] += 1.0f;
+    SC_TRY(sc_device_fill_f32(g->device, sc_tensor_f32(g), 1.0f, 1)); /* dloss/dloss */
 
     for (sc_node *node = loss->producer; node; node = node->prev) {
         if (node->out->grad)

@@ -1,4 +1,6 @@
 #include "context_impl.h"
+#include "cuda_api.h"
+#include "device_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,21 +8,23 @@
 
 sc_ctx *sc_ctx_new(sc_device device)
 {
-    if (device.kind != SC_DEVICE_CPU) {
-        sc_error_set(SC_ERR_UNSUPPORTED, "device %s:%d is not built into this libscorch",
-                     sc_device_kind_name(device.kind), device.index);
+    if (sc_device_check(device) != SC_OK)
         return NULL;
-    }
     sc_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
         sc_error_set(SC_ERR_NOMEM, "out of memory for a context");
         return NULL;
     }
     ctx->device = device;
-    sc_arena_init(&ctx->arena);
+    sc_arena_init(&ctx->arena, (sc_device){SC_DEVICE_CPU, 0});
+    sc_arena_init(&ctx->gpu_arena, device);
     ctx->training = true;
     ctx->grad_enabled = true;
     sc_rng_init(&ctx->rng, 0, 0);
+    if (device.kind == SC_DEVICE_CUDA && sc_cuda_ctx_attach(ctx, device.index) != SC_OK) {
+        free(ctx);
+        return NULL;
+    }
     return ctx;
 }
 
@@ -28,8 +32,27 @@ void sc_ctx_free(sc_ctx *ctx)
 {
     if (!ctx)
         return;
+    if (ctx->cuda) /* kernels may still use the arena */
+        sc_cuda_synchronize(ctx->device.index);
     sc_arena_release(&ctx->arena);
+    sc_arena_release(&ctx->gpu_arena);
     free(ctx);
+}
+
+void sc_ctx_set_precision(sc_ctx *ctx, sc_precision precision) { ctx->precision = precision; }
+
+sc_precision sc_ctx_precision(const sc_ctx *ctx) { return ctx->precision; }
+
+sc_status sc_precision_parse(const char *name, sc_precision *out)
+{
+    static const char *const names[] = {
+        [SC_PRECISION_FP32] = "fp32", [SC_PRECISION_TF32] = "tf32", [SC_PRECISION_BF16] = "bf16"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(name, names[i]) == 0) {
+            *out = (sc_precision)i;
+            return SC_OK;
+        }
+    return sc_error_set(SC_ERR_INVALID, "unknown precision '%s' (known: fp32, tf32, bf16)", name);
 }
 
 sc_device sc_ctx_device(const sc_ctx *ctx) { return ctx->device; }
@@ -98,7 +121,16 @@ void sc_ctx_reset(sc_ctx *ctx)
 {
     sc_ctx_forget_tape(ctx);
     ctx->scope_copy = NULL;
+    ctx->random_ops = 0;
     sc_arena_reset(&ctx->arena);
+    sc_arena_reset(&ctx->gpu_arena);
+}
+
+int64_t sc_ctx_random_ops(const sc_ctx *ctx) { return ctx->random_ops; }
+
+uint64_t sc_ctx_data_generation(const sc_ctx *ctx)
+{
+    return ctx->cuda ? ctx->gpu_arena.generation : ctx->arena.generation;
 }
 
 void *sc_ctx_alloc(sc_ctx *ctx, size_t bytes)
@@ -110,9 +142,28 @@ void *sc_ctx_alloc(sc_ctx *ctx, size_t bytes)
     return p;
 }
 
-size_t sc_ctx_arena_used(const sc_ctx *ctx) { return ctx->arena.used; }
+void *sc_ctx_alloc_data(sc_ctx *ctx, size_t bytes)
+{
+    if (!ctx->cuda)
+        return sc_ctx_alloc(ctx, bytes);
+    void *p = sc_arena_alloc(&ctx->gpu_arena, bytes);
+    if (!p)
+        sc_error_wrap(SC_ERR_NOMEM, "step arena on cuda:%d: %zu bytes (%zu in use)",
+                      ctx->device.index, bytes, ctx->gpu_arena.used);
+    return p;
+}
 
-size_t sc_ctx_arena_peak(const sc_ctx *ctx) { return ctx->arena.peak; }
+/* On a GPU the arena figures are the GPU arena's: that is where the
+ * activations are. */
+size_t sc_ctx_arena_used(const sc_ctx *ctx)
+{
+    return ctx->cuda ? ctx->gpu_arena.used : ctx->arena.used;
+}
+
+size_t sc_ctx_arena_peak(const sc_ctx *ctx)
+{
+    return ctx->cuda ? ctx->gpu_arena.peak : ctx->arena.peak;
+}
 
 sc_tensor *sc_tensor_new(sc_ctx *ctx, sc_dtype dtype, int ndim,
                          const int64_t *shape)
@@ -121,7 +172,7 @@ sc_tensor *sc_tensor_new(sc_ctx *ctx, sc_dtype dtype, int ndim,
     if (!t || sc_tensor_init(t, dtype, ndim, shape) != SC_OK)
         return NULL;
     t->device = ctx->device;
-    t->data = sc_ctx_alloc(ctx, sc_tensor_nbytes(t));
+    t->data = sc_ctx_alloc_data(ctx, sc_tensor_nbytes(t));
     return t->data ? t : NULL;
 }
 
@@ -129,7 +180,7 @@ sc_tensor *sc_tensor_zeros(sc_ctx *ctx, sc_dtype dtype, int ndim,
                            const int64_t *shape)
 {
     sc_tensor *t = sc_tensor_new(ctx, dtype, ndim, shape);
-    if (t)
-        memset(t->data, 0, sc_tensor_nbytes(t));
+    if (t && sc_device_zero(t->device, t->data, sc_tensor_nbytes(t)) != SC_OK)
+        return NULL;
     return t;
 }

@@ -10,7 +10,10 @@ enum { SC_SCOPE_MAX = 256, SC_SCOPE_DEPTH = 32 };
 
 struct sc_ctx {
     sc_device device;
-    sc_arena arena;
+    sc_arena arena;       /* host: nodes, tensor structs, scratch, host copies */
+    sc_arena gpu_arena;   /* a GPU context's tensor data */
+    struct sc_cuda_dev *cuda; /* a GPU context's device state, else NULL */
+    sc_precision precision;
     sc_node *tape_tail; /* last taped node; walk ->prev for earlier ones */
     int64_t tape_len;
     uint64_t tape_id;   /* changes whenever the tape is forgotten */
@@ -20,8 +23,13 @@ struct sc_ctx {
     const char *scope_copy;       /* scope interned in the arena, or NULL */
     bool training;
     bool grad_enabled;
+    int64_t random_ops; /* ops since reset that drew from rng */
     sc_rng rng;
 };
+
+/* Tensor data on the context's device: from the GPU arena on a GPU, from
+ * the host arena on the CPU. NULL with a message when out of memory. */
+void *sc_ctx_alloc_data(sc_ctx *ctx, size_t bytes);
 
 /* The current scope as an arena string shared by the nodes made in it. */
 const char *sc_ctx_scope_interned(sc_ctx *ctx);

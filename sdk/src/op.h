@@ -113,7 +113,8 @@ typedef struct sc_node {
 } sc_node;
 
 enum sc_op_flags {
-    SC_OPF_VIEW = 1u << 0, /* output shares input 0's data; no allocation */
+    SC_OPF_VIEW = 1u << 0,   /* output shares input 0's data; no allocation */
+    SC_OPF_RANDOM = 1u << 1, /* draws from the context's step stream (counted) */
 };
 
 typedef struct sc_op_desc {

@@ -1,6 +1,8 @@
 #include <string.h>
 
 #include "context_impl.h"
+#include "cpu/cpu.h"
+#include "cuda_api.h"
 #include "op.h"
 
 static const sc_op_desc *const op_descs[SC_OP_COUNT] = {
@@ -10,6 +12,17 @@ static const sc_op_desc *const op_descs[SC_OP_COUNT] = {
 };
 
 const sc_op_desc *sc_op_desc_get(sc_op_id op) { return op_descs[op]; }
+
+const sc_kernel *sc_backend_kernel(sc_device_kind kind, sc_op_id op)
+{
+    if (op < 0 || op >= SC_OP_COUNT)
+        return NULL;
+    switch (kind) {
+    case SC_DEVICE_CPU: return sc_cpu_kernel(op);
+    case SC_DEVICE_CUDA: return sc_cuda_kernel(op);
+    default: return NULL;
+    }
+}
 
 const char *sc_device_kind_name(sc_device_kind kind)
 {
@@ -51,7 +64,7 @@ static sc_tensor *make_output(sc_ctx *ctx, const sc_op_desc *desc,
         out->data = node->in[0]->data;
         return out;
     }
-    out->data = sc_ctx_alloc(ctx, sc_tensor_nbytes(out));
+    out->data = sc_ctx_alloc_data(ctx, sc_tensor_nbytes(out));
     return out->data ? out : NULL;
 }
 
@@ -97,6 +110,8 @@ sc_tensor *sc_op_run(sc_ctx *ctx, sc_op_id op, int n_inputs,
     node->out = make_output(ctx, desc, node);
     if (!node->out || kernel->forward(node) != SC_OK)
         return NULL;
+    if (desc->flags & SC_OPF_RANDOM)
+        ctx->random_ops++;
 
     if (needs_tape(ctx, node)) {
         node->out->flags |= SC_TENSOR_REQUIRES_GRAD;

@@ -4,6 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_api.h"
+#include "device_impl.h"
+#include "optim_impl.h"
+
 /* Below this many elements a range is updated by one thread: waking the
  * OpenMP team costs more than the loop. */
 enum { OPTIM_PARALLEL_MIN = 32768, OPTIM_STATE_MAX = 2 };
@@ -14,19 +18,10 @@ struct sc_optim {
     int64_t steps;
     int nstate;
     sc_tensor state[OPTIM_STATE_MAX]; /* 1-D [numel] views of buffers below */
-    float *buffers[OPTIM_STATE_MAX];
+    float *buffers[OPTIM_STATE_MAX]; /* on the parameters' device */
+    sc_optim_range *ranges;          /* scratch: one per parameter at most */
 };
 
-/* The scalars of one step, derived once from the config, lr and step count. */
-typedef struct step_scalars {
-    float lr, weight_decay, momentum;
-    bool nesterov;
-    float beta1, beta2, eps;
-    float step_size;     /* Adam: lr / (1 - beta1^t) */
-    float bc2_sqrt;      /* Adam: sqrt(1 - beta2^t) */
-    float decay;         /* AdamW: 1 - lr * weight_decay; 1 otherwise */
-    float l2;            /* Adam: weight decay added to the gradient */
-} step_scalars;
 
 sc_optim_config sc_optim_defaults(sc_optim_kind kind)
 {
@@ -115,17 +110,26 @@ sc_optim *sc_optim_new(sc_params *params, const sc_optim_config *config)
     const char *names[OPTIM_STATE_MAX];
     opt->nstate = state_names(config, names);
     int64_t numel = sc_params_numel(params);
+    sc_device dev = sc_params_device(params);
+    size_t bytes = (size_t)numel * sizeof(float);
+    opt->ranges = malloc((size_t)(sc_params_count(params) + 1) * sizeof *opt->ranges);
+    if (!opt->ranges) {
+        sc_error_set(SC_ERR_NOMEM, "out of memory for an optimizer");
+        sc_optim_free(opt);
+        return NULL;
+    }
     for (int i = 0; i < opt->nstate; i++) {
         /* Zeroed state is PyTorch's first step exactly: momentum * 0 + g = g. */
-        opt->buffers[i] = calloc((size_t)(numel ? numel : 1), sizeof(float));
-        if (!opt->buffers[i]) {
-            sc_error_set(SC_ERR_NOMEM, "%s: out of memory for %lld floats of '%s'",
-                         sc_optim_kind_name(config->kind), (long long)numel, names[i]);
+        opt->buffers[i] = sc_device_alloc(dev, bytes);
+        if (!opt->buffers[i] || sc_device_zero(dev, opt->buffers[i], bytes) != SC_OK) {
+            sc_error_wrap(SC_ERR_NOMEM, "%s: %lld floats of '%s'",
+                          sc_optim_kind_name(config->kind), (long long)numel, names[i]);
             sc_optim_free(opt);
             return NULL;
         }
         sc_tensor_init(&opt->state[i], SC_F32, 1, &numel);
         opt->state[i].data = opt->buffers[i];
+        opt->state[i].device = dev;
         opt->state[i].name = names[i];
     }
     return opt;
@@ -135,14 +139,17 @@ void sc_optim_free(sc_optim *opt)
 {
     if (!opt)
         return;
+    sc_device dev = sc_params_device(opt->params);
+    size_t bytes = (size_t)sc_params_numel(opt->params) * sizeof(float);
     for (int i = 0; i < OPTIM_STATE_MAX; i++)
-        free(opt->buffers[i]);
+        sc_device_free(dev, opt->buffers[i], bytes);
+    free(opt->ranges);
     free(opt);
 }
 
 /* p, g: [n]; d = g + wd * p; p -= lr * d */
 static void sgd_update(float *restrict p, const float *restrict g, int64_t n,
-                       const step_scalars *s)
+                       const sc_optim_scalars *s)
 {
     const float lr = s->lr, wd = s->weight_decay;
 #pragma omp parallel for simd schedule(static) if (n >= OPTIM_PARALLEL_MIN)
@@ -153,7 +160,7 @@ static void sgd_update(float *restrict p, const float *restrict g, int64_t n,
 /* p, g, buf: [n]; d = g + wd * p; buf = mu * buf + d;
  * p -= lr * (nesterov ? d + mu * buf : buf) */
 static void sgd_momentum_update(float *restrict p, const float *restrict g,
-                                float *restrict buf, int64_t n, const step_scalars *s)
+                                float *restrict buf, int64_t n, const sc_optim_scalars *s)
 {
     const float lr = s->lr, wd = s->weight_decay, mu = s->momentum;
     const bool nesterov = s->nesterov;
@@ -168,7 +175,7 @@ static void sgd_momentum_update(float *restrict p, const float *restrict g,
 /* p, g, m, v: [n]; d = g + l2 * p; m, v = moving averages of d, d^2;
  * p = p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps) */
 static void adam_update(float *restrict p, const float *restrict g, float *restrict m,
-                        float *restrict v, int64_t n, const step_scalars *s)
+                        float *restrict v, int64_t n, const sc_optim_scalars *s)
 {
     const float b1 = s->beta1, b2 = s->beta2, eps = s->eps, l2 = s->l2;
     const float step_size = s->step_size, bc2_sqrt = s->bc2_sqrt, decay = s->decay;
@@ -182,9 +189,9 @@ static void adam_update(float *restrict p, const float *restrict g, float *restr
 }
 
 /* Scalars in double, as PyTorch computes them in Python, then rounded once. */
-static step_scalars make_scalars(const sc_optim_config *c, double lr, int64_t t)
+static sc_optim_scalars make_scalars(const sc_optim_config *c, double lr, int64_t t)
 {
-    step_scalars s = {
+    sc_optim_scalars s = {
         .lr = (float)lr,
         .weight_decay = (float)c->weight_decay,
         .momentum = (float)c->momentum,
@@ -200,17 +207,44 @@ static step_scalars make_scalars(const sc_optim_config *c, double lr, int64_t t)
     return s;
 }
 
-/* Updates the flat range [off, off + n), which holds trainable parameters. */
-static void update_range(sc_optim *opt, int64_t off, int64_t n, const step_scalars *s)
+/* p, g and the state are flat buffers; one range at a time. */
+static void cpu_update(const sc_optim_update *u)
 {
-    float *p = sc_params_values(opt->params) + off;
-    const float *g = sc_params_grads(opt->params) + off;
+    for (int r = 0; r < u->n_ranges; r++) {
+        int64_t off = u->ranges[r].offset, n = u->ranges[r].numel;
+        float *p = u->values + off;
+        const float *g = u->grads + off;
+        switch (u->rule) {
+        case SC_OPTIM_RULE_ADAM: adam_update(p, g, u->state[0] + off, u->state[1] + off, n, &u->s); break;
+        case SC_OPTIM_RULE_SGD_MOMENTUM: sgd_momentum_update(p, g, u->state[0] + off, n, &u->s); break;
+        case SC_OPTIM_RULE_SGD: sgd_update(p, g, n, &u->s); break;
+        }
+    }
+}
+
+/* Adjacent trainable parameters are contiguous in the flat buffers: each
+ * maximal run of them is one range. Returns the number of ranges. */
+static int trainable_ranges(const sc_params *ps, sc_optim_range *ranges)
+{
+    int count = sc_params_count(ps), n = 0;
+    for (int i = 0; i < count;) {
+        if (!(sc_params_at(ps, i)->flags & SC_TENSOR_REQUIRES_GRAD)) {
+            i++;
+            continue;
+        }
+        ranges[n] = (sc_optim_range){sc_params_offset(ps, i), 0};
+        for (; i < count && (sc_params_at(ps, i)->flags & SC_TENSOR_REQUIRES_GRAD); i++)
+            ranges[n].numel += sc_params_at(ps, i)->numel;
+        n++;
+    }
+    return n;
+}
+
+static sc_optim_rule rule_of(const sc_optim *opt)
+{
     if (opt->config.kind != SC_OPTIM_SGD)
-        adam_update(p, g, opt->buffers[0] + off, opt->buffers[1] + off, n, s);
-    else if (opt->nstate)
-        sgd_momentum_update(p, g, opt->buffers[0] + off, n, s);
-    else
-        sgd_update(p, g, n, s);
+        return SC_OPTIM_RULE_ADAM;
+    return opt->nstate ? SC_OPTIM_RULE_SGD_MOMENTUM : SC_OPTIM_RULE_SGD;
 }
 
 sc_status sc_optim_step(sc_optim *opt, double lr)
@@ -219,21 +253,19 @@ sc_status sc_optim_step(sc_optim *opt, double lr)
         return sc_error_set(SC_ERR_NUMERIC, "%s step: learning rate %g is not finite",
                             sc_optim_kind_name(opt->config.kind), lr);
     opt->steps++;
-    step_scalars s = make_scalars(&opt->config, lr, opt->steps);
-    /* Adjacent trainable parameters are contiguous in the flat buffers:
-     * each maximal run of them is one pass. */
-    const sc_params *ps = opt->params;
-    int count = sc_params_count(ps);
-    for (int i = 0; i < count;) {
-        if (!(sc_params_at(ps, i)->flags & SC_TENSOR_REQUIRES_GRAD)) {
-            i++;
-            continue;
-        }
-        int64_t off = sc_params_offset(ps, i), n = 0;
-        for (; i < count && (sc_params_at(ps, i)->flags & SC_TENSOR_REQUIRES_GRAD); i++)
-            n += sc_params_at(ps, i)->numel;
-        update_range(opt, off, n, &s);
-    }
+    sc_optim_update u = {
+        .rule = rule_of(opt),
+        .values = sc_params_values(opt->params),
+        .grads = sc_params_grads(opt->params),
+        .state = {opt->buffers[0], opt->buffers[1]},
+        .ranges = opt->ranges,
+        .n_ranges = trainable_ranges(opt->params, opt->ranges),
+        .s = make_scalars(&opt->config, lr, opt->steps),
+    };
+    sc_device dev = sc_params_device(opt->params);
+    if (dev.kind == SC_DEVICE_CUDA)
+        return sc_cuda_optim_update(dev.index, &u);
+    cpu_update(&u);
     return SC_OK;
 }
 

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_impl.h"
+
 /* Parameters and their gradient views; both point into the flat buffers. */
 typedef struct param_slot {
     sc_tensor value;
@@ -13,8 +15,9 @@ typedef struct param_slot {
 struct sc_params {
     param_slot **slots; /* slots stay put; the flat buffers move */
     int count, capacity;
-    float *values, *grads;
+    float *values, *grads; /* on device; host memory while the store grows */
     int64_t numel;
+    sc_device device;
 };
 
 sc_params *sc_params_new(void)
@@ -34,8 +37,14 @@ void sc_params_free(sc_params *ps)
         free(ps->slots[i]);
     }
     free(ps->slots);
-    free(ps->values);
-    free(ps->grads);
+    if (ps->device.kind == SC_DEVICE_CPU) {
+        free(ps->values);
+        free(ps->grads);
+    } else {
+        size_t bytes = (size_t)ps->numel * sizeof(float);
+        sc_device_free(ps->device, ps->values, bytes);
+        sc_device_free(ps->device, ps->grads, bytes);
+    }
     free(ps);
 }
 
@@ -45,6 +54,7 @@ static void repoint(sc_params *ps)
         param_slot *s = ps->slots[i];
         s->value.data = ps->values + s->offset;
         s->grad.data = ps->grads + s->offset;
+        s->value.device = s->grad.device = ps->device;
     }
 }
 
@@ -83,6 +93,11 @@ static sc_tensor *add_tensor(sc_params *ps, const char *name, int ndim,
 {
     if (!name || !*name) {
         sc_error_set(SC_ERR_INVALID, "a parameter needs a name");
+        return NULL;
+    }
+    if (ps->device.kind != SC_DEVICE_CPU) {
+        sc_error_set(SC_ERR_STATE, "parameter '%s': the store was moved to a GPU; "
+                     "add parameters before sc_params_to_device", name);
         return NULL;
     }
     if (sc_params_find(ps, name)) {
@@ -160,7 +175,71 @@ int64_t sc_params_trainable_numel(const sc_params *ps)
     return n;
 }
 
+sc_device sc_params_device(const sc_params *ps) { return ps->device; }
+
+/* A 1-D f32 view of n floats at data on dev. */
+static sc_tensor flat_view(float *data, int64_t n, sc_device dev)
+{
+    return (sc_tensor){.dtype = SC_F32, .ndim = 1, .shape = {n}, .numel = n, .data = data,
+                       .device = dev};
+}
+
+sc_status sc_params_read(const sc_params *ps, float *values, float *grads)
+{
+    const sc_device host = {SC_DEVICE_CPU, 0};
+    sc_tensor v = flat_view(values, ps->numel, host), g = flat_view(grads, ps->numel, host);
+    sc_tensor pv = flat_view(ps->values, ps->numel, ps->device);
+    sc_tensor pg = flat_view(ps->grads, ps->numel, ps->device);
+    if (values)
+        SC_TRY(sc_tensor_copy(&v, &pv));
+    return grads ? sc_tensor_copy(&g, &pg) : SC_OK;
+}
+
+sc_status sc_params_write(sc_params *ps, const float *values)
+{
+    sc_tensor v = flat_view((float *)values, ps->numel, (sc_device){SC_DEVICE_CPU, 0});
+    sc_tensor pv = flat_view(ps->values, ps->numel, ps->device);
+    return sc_tensor_copy(&pv, &v);
+}
+
+sc_status sc_params_to_device(sc_params *ps, sc_device device)
+{
+    if (device.kind == ps->device.kind && device.index == ps->device.index)
+        return SC_OK;
+    if (ps->device.kind != SC_DEVICE_CPU || device.kind == SC_DEVICE_CPU)
+        return sc_error_set(SC_ERR_UNSUPPORTED, "parameters move from the host to a GPU "
+                            "once; copy them with sc_tensor_copy otherwise");
+    size_t bytes = (size_t)ps->numel * sizeof(float);
+    float *values = sc_device_alloc(device, bytes);
+    float *grads = values ? sc_device_alloc(device, bytes) : NULL;
+    sc_tensor host = flat_view(ps->values, ps->numel, ps->device);
+    sc_tensor dev = flat_view(values, ps->numel, device);
+    if (!grads || sc_tensor_copy(&dev, &host) != SC_OK ||
+        sc_device_zero(device, grads, bytes) != SC_OK) {
+        sc_device_free(device, values, bytes);
+        sc_device_free(device, grads, bytes);
+        return sc_error_wrap(sc_error_code(), "moving %lld parameters to the GPU",
+                             (long long)ps->numel);
+    }
+    free(ps->values);
+    free(ps->grads);
+    ps->values = values;
+    ps->grads = grads;
+    ps->device = device;
+    repoint(ps);
+    return SC_OK;
+}
+
+sc_status sc_params_scale_grads(sc_params *ps, int64_t offset, int64_t n, float factor)
+{
+    if (offset < 0 || n < 0 || offset + n > ps->numel)
+        return sc_error_set(SC_ERR_INVALID, "scale_grads: [%lld, %lld) outside %lld gradients",
+                            (long long)offset, (long long)(offset + n), (long long)ps->numel);
+    return sc_device_scale_f32(ps->device, ps->grads + offset, factor, n);
+}
+
 void sc_params_zero_grad(sc_params *ps)
 {
-    memset(ps->grads, 0, (size_t)ps->numel * sizeof(float));
+    /* Queued on a GPU; cannot fail for memory that is the store's own. */
+    sc_device_zero(ps->device, ps->grads, (size_t)ps->numel * sizeof(float));
 }

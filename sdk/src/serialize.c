@@ -1,5 +1,7 @@
 #include "scorch/serialize.h"
 
+#include "scorch/device.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -148,22 +150,48 @@ static sc_status put_name_and_data(sc_ckpt_writer *w, const char *name, const vo
     return w->io_errno ? write_error(w) : SC_OK;
 }
 
+/* A GPU tensor's data goes through a host copy, made before anything is
+ * written (a failed copy leaves the file whole); the file is the same. */
+static sc_status host_data(const sc_tensor *t, sc_tensor **staged, const void **data)
+{
+    *staged = NULL;
+    *data = t->data;
+    if (t->device.kind == SC_DEVICE_CPU)
+        return SC_OK;
+    *staged = sc_tensor_alloc(t->dtype, t->ndim, t->shape);
+    if (!*staged)
+        return sc_error_code();
+    *data = (*staged)->data;
+    return sc_tensor_copy(*staged, t);
+}
+
 sc_status sc_ckpt_write_tensor(sc_ckpt_writer *w, const char *name, const sc_tensor *t)
 {
     if (w->io_errno)
         return write_error(w);
-    if (t->device.kind != SC_DEVICE_CPU || (t->numel && !t->data))
-        return sc_error_set(SC_ERR_INVALID, "checkpoint %s: tensor '%s' has no host data",
+    if (t->numel && !t->data)
+        return sc_error_set(SC_ERR_INVALID, "checkpoint %s: tensor '%s' has no data",
                             w->path, name ? name : "(null)");
-    SC_TRY(claim_name(w, name));
-    size_t size = sc_tensor_nbytes(t);
-    put_u32(w, ENTRY_TENSOR);
-    put_u32(w, (uint32_t)strlen(name));
-    put_u64(w, size);
-    put_u32(w, (uint32_t)t->dtype);
-    put_u32(w, (uint32_t)t->ndim);
-    put(w, t->shape, (size_t)t->ndim * sizeof t->shape[0]);
-    return put_name_and_data(w, name, t->data, size);
+    sc_tensor *staged;
+    const void *data;
+    sc_status st = host_data(t, &staged, &data);
+    if (st != SC_OK) {
+        sc_tensor_free(staged);
+        return sc_error_wrap(st, "checkpoint %s: tensor '%s'", w->path, name ? name : "(null)");
+    }
+    st = claim_name(w, name);
+    if (st == SC_OK) {
+        size_t size = sc_tensor_nbytes(t);
+        put_u32(w, ENTRY_TENSOR);
+        put_u32(w, (uint32_t)strlen(name));
+        put_u64(w, size);
+        put_u32(w, (uint32_t)t->dtype);
+        put_u32(w, (uint32_t)t->ndim);
+        put(w, t->shape, (size_t)t->ndim * sizeof t->shape[0]);
+        st = put_name_and_data(w, name, data, size);
+    }
+    sc_tensor_free(staged);
+    return st;
 }
 
 sc_status sc_ckpt_write_blob(sc_ckpt_writer *w, const char *name, const void *data,
@@ -514,12 +542,12 @@ sc_status sc_ckpt_read_tensor(const sc_ckpt *ck, const char *name, sc_tensor *ds
                             sc_shape_str(e->shape.ndim, e->shape.shape, have, sizeof have),
                             sc_dtype_name(dst->dtype),
                             sc_shape_str(dst->ndim, dst->shape, want, sizeof want));
-    if (dst->device.kind != SC_DEVICE_CPU)
-        return sc_error_set(SC_ERR_INVALID, "checkpoint %s: destination of '%s' is not host memory",
-                            ck->path, name);
-    if (e->size)
-        memcpy(dst->data, e->data, (size_t)e->size);
-    return SC_OK;
+    if (!e->size)
+        return SC_OK;
+    sc_tensor src = e->shape; /* a host view of the mapped entry */
+    src.device = (sc_device){SC_DEVICE_CPU, 0};
+    sc_status st = sc_tensor_copy(dst, &src);
+    return st == SC_OK ? SC_OK : sc_error_wrap(st, "checkpoint %s: tensor '%s'", ck->path, name);
 }
 
 const sc_tensor *sc_ckpt_tensor(const sc_ckpt *ck, const char *name)

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_api.h"
+
 size_t sc_dtype_size(sc_dtype dtype)
 {
     switch (dtype) {
@@ -75,7 +77,10 @@ void sc_tensor_free(sc_tensor *t)
 {
     if (!t)
         return;
-    free(t->data);
+    if (t->flags & SC_TENSOR_PINNED)
+        sc_cuda_host_free(t->data);
+    else
+        free(t->data);
     free(t);
 }
 

@@ -307,7 +307,7 @@ Test(hook_set, gradient_views_cover_the_trainable_parameters)
     sc_params_grads(ps)[sc_params_offset(ps, 2)] = 7.0f; /* b's first gradient */
     sc_hook_grad *grads;
     int n;
-    cr_assert_eq(sc_hook_grads_new(ps, &grads, &n), SC_OK);
+    cr_assert_eq(sc_hook_grads_new(ps, sc_params_grads(ps), &grads, &n), SC_OK);
     cr_assert_eq(n, 2);
     cr_expect_str_eq(grads[0].name, "w");
     cr_expect_eq(grads[0].numel, 6);

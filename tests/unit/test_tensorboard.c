@@ -242,7 +242,7 @@ Test(tensorboard, params_and_the_gradients_that_train)
     }
     char dir[64];
     sc_tb_writer *w = open_writer(dir, 1);
-    sc_tb_log_params(w, ps, 9);
+    sc_tb_log_params(w, ps, sc_params_values(ps), sc_params_grads(ps), 9);
     records r;
     close_and_read(w, &r);
     cr_assert_eq(r.n, 2 + 3, "params/ of both, grads/ of the trainable one");

@@ -41,6 +41,22 @@ bool sc_ctx_training(const sc_ctx *ctx);
 bool sc_ctx_set_grad_enabled(sc_ctx *ctx, bool enabled);
 bool sc_ctx_grad_enabled(const sc_ctx *ctx);
 
+/* Arithmetic precision of the GPU kernels (the CPU always computes in
+ * fp32): fp32; tf32, letting cuBLAS and cuDNN round matrix-product inputs
+ * to TensorFloat-32 on GPUs that have it; bf16, computing matrix products
+ * and convolutions from bfloat16 copies of their inputs with fp32
+ * accumulation, while tensors, parameters (the master weights), the loss
+ * and every other op stay fp32. */
+typedef enum sc_precision {
+    SC_PRECISION_FP32,
+    SC_PRECISION_TF32,
+    SC_PRECISION_BF16,
+} sc_precision;
+void sc_ctx_set_precision(sc_ctx *ctx, sc_precision precision);
+/* "fp32", "tf32", "bf16" -> precision. */
+sc_status sc_precision_parse(const char *name, sc_precision *out);
+sc_precision sc_ctx_precision(const sc_ctx *ctx);
+
 /* The step's random stream; the host reseeds it from (seed, step). */
 sc_rng *sc_ctx_rng(sc_ctx *ctx);
 
@@ -60,6 +76,15 @@ const char *sc_ctx_scope(const sc_ctx *ctx); /* "" at top level */
 
 /* 64-byte aligned scratch memory from the step arena (freed by reset). */
 void *sc_ctx_alloc(sc_ctx *ctx, size_t bytes);
+
+/* Ops since the last reset that drew from the step's random stream
+ * (dropout in training mode): a replayed CUDA graph would repeat them. */
+int64_t sc_ctx_random_ops(const sc_ctx *ctx);
+
+/* Changes whenever the memory that step tensor data comes from is
+ * replaced (the arena grew, or merged its blocks at a reset). A captured
+ * CUDA graph stays valid while this stays the same. */
+uint64_t sc_ctx_data_generation(const sc_ctx *ctx);
 
 /* Bytes handed out since the last reset, and the arena's high-water mark. */
 size_t sc_ctx_arena_used(const sc_ctx *ctx);

@@ -58,6 +58,26 @@ int64_t sc_params_trainable_numel(const sc_params *ps);
 
 void sc_params_zero_grad(sc_params *ps);
 
+/* Multiplies the gradients [offset, offset + n) of the flat buffer by
+ * factor (sums over micro-batches or ranks to means). */
+sc_status sc_params_scale_grads(sc_params *ps, int64_t offset, int64_t n, float factor);
+
+/* Where the flat buffers live: the CPU until sc_params_to_device. */
+sc_device sc_params_device(const sc_params *ps);
+
+/* Copies the flat buffers into host arrays of sc_params_numel() floats;
+ * either may be NULL. Waits for the kernels that write them. */
+sc_status sc_params_read(const sc_params *ps, float *values, float *grads);
+
+/* Sets every value from a host array of sc_params_numel() floats. */
+sc_status sc_params_write(sc_params *ps, const float *values);
+
+/* Moves the values to a GPU (gradients zeroed there), once, after the
+ * network is created: parameters are created and initialised on the host.
+ * The sc_tensor pointers stay valid; their data and device change. Create
+ * optimizers after the move. */
+sc_status sc_params_to_device(sc_params *ps, sc_device device);
+
 #ifdef __cplusplus
 }
 #endif

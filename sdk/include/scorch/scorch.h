@@ -5,6 +5,7 @@
 #include "scorch/args.h"
 #include "scorch/autograd.h"
 #include "scorch/context.h"
+#include "scorch/device.h"
 #include "scorch/hooks.h"
 #include "scorch/init.h"
 #include "scorch/metrics.h"

@@ -49,6 +49,7 @@ enum sc_tensor_flags {
     SC_TENSOR_REQUIRES_GRAD = 1u << 0, /* backward computes its gradient */
     SC_TENSOR_PARAM = 1u << 1,         /* lives in an sc_params store */
     SC_TENSOR_BUFFER = 1u << 2,        /* a store's non-trainable state (running stats) */
+    SC_TENSOR_PINNED = 1u << 3,        /* host data in page-locked memory */
 };
 
 typedef struct sc_tensor sc_tensor;

@@ -10,12 +10,7 @@ static const sc_kernel *const cpu_kernels[SC_OP_COUNT] = {
 #undef SC_CPU_KERNEL_ENTRY
 };
 
-const sc_kernel *sc_backend_kernel(sc_device_kind kind, sc_op_id op)
-{
-    if (op < 0 || op >= SC_OP_COUNT)
-        return NULL;
-    return kind == SC_DEVICE_CPU ? cpu_kernels[op] : NULL;
-}
+const sc_kernel *sc_cpu_kernel(sc_op_id op) { return cpu_kernels[op]; }
 
 void sc_cpu_set_threads(int threads)
 {

@@ -15,4 +15,7 @@ enum { SC_CPU_PAR_MIN = 1 << 15 };
 SC_OP_LIST(SC_CPU_KERNEL_DECL)
 #undef SC_CPU_KERNEL_DECL
 
+/* The CPU kernels of op (every op has them). */
+const sc_kernel *sc_cpu_kernel(sc_op_id op);
+
 #endif

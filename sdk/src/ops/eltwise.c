@@ -40,7 +40,8 @@ const sc_op_desc sc_op_desc_relu = {"relu", 1, 1, 0, sc_infer_same_as_input, NUL
 const sc_op_desc sc_op_desc_tanh = {"tanh", 1, 1, 0, sc_infer_same_as_input, NULL};
 const sc_op_desc sc_op_desc_sigmoid = {"sigmoid", 1, 1, 0, sc_infer_same_as_input, NULL};
 const sc_op_desc sc_op_desc_gelu = {"gelu", 1, 1, 0, sc_infer_same_as_input, NULL};
-const sc_op_desc sc_op_desc_dropout = {"dropout", 1, 1, 0, sc_infer_same_as_input, NULL};
+const sc_op_desc sc_op_desc_dropout = {"dropout", 1, 1, SC_OPF_RANDOM, sc_infer_same_as_input,
+                                       NULL};
 
 static sc_tensor *binary(sc_ctx *ctx, sc_op_id op, sc_tensor *a, sc_tensor *b)
 {

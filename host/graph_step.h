@@ -1,0 +1,57 @@
+/* graph_step.h — the train step replayed as a CUDA graph (--cuda-graphs).
+ *
+ * A few eager steps come first: the GPU step arena settles into one block
+ * and cuDNN chooses its algorithms. Then one step is captured — forward,
+ * criterion and backward, from batch tensors already on the GPU — and
+ * later steps copy their batch into those same tensors and replay the
+ * graph, one launch instead of hundreds. The optimizer step stays outside
+ * the graph (its learning rate changes), and so do the loss check and the
+ * metrics, which read the graph's outputs after the replay.
+ *
+ * A step that cannot replay runs eagerly: a ragged last batch, or any step
+ * after the arena's memory moved (the next full batch captures again).
+ * When the run's steps cannot be captured at all — the CPU, data
+ * parallelism, --accumulate, dropout (a replay would repeat its mask), a
+ * failed capture — `auto` logs why once and trains eagerly, and `on` stops
+ * the run with the reason.
+ *
+ * Thread rule: the training thread's.
+ */
+#ifndef SCORCH_HOST_GRAPH_STEP_H
+#define SCORCH_HOST_GRAPH_STEP_H
+
+#include <stdbool.h>
+
+#include "loader.h"
+#include "run_log.h"
+#include "session.h"
+#include "scorch/device.h"
+
+typedef enum sc_graph_mode { SC_GRAPHS_AUTO, SC_GRAPHS_ON, SC_GRAPHS_OFF } sc_graph_mode;
+
+typedef struct sc_graph_step {
+    sc_graph_mode mode;
+    bool eager;             /* for the rest of the run */
+    int warm_steps;         /* eager full-batch steps so far */
+    int captures;           /* graphs captured so far */
+    sc_graph *graph;
+    uint64_t generation;    /* the arena's when captured */
+    int64_t rows;           /* batch size the graph was captured for */
+    /* The graph's tensors, copied out of the step arena's bookkeeping
+     * (which every reset recycles); their data stays where it was. */
+    sc_tensor inputs[SC_MAX_IO], targets[SC_MAX_IO], outputs[SC_MAX_IO], loss;
+    int n_inputs, n_targets, n_outputs;
+} sc_graph_step;
+
+/* Decides whether the run's steps can be graphs at all; when they cannot,
+ * `auto` logs why and `on` fails with the reason. */
+sc_status sc_graph_step_init(sc_graph_step *g, const char *mode, const sc_session *s,
+                             int world, int accumulate, sc_run_log *log);
+void sc_graph_step_free(sc_graph_step *g);
+
+/* Forward, criterion and backward of batch b: replayed, captured or eager.
+ * *outputs and *loss are what sc_session_forward and _criterion give. */
+sc_status sc_graph_step_run(sc_graph_step *g, sc_session *s, const sc_batch *b,
+                            sc_tensor_list *outputs, sc_tensor **loss, sc_run_log *log);
+
+#endif

@@ -1,0 +1,114 @@
+/* cuda_impl.h — the CUDA backend's shared state and helpers, for its C
+ * files and its kernels (.cu, compiled as C++). Private to libscorch.
+ *
+ * Every kernel runs on its device's compute stream, in order, so kernels
+ * need no events between them; host code that reads results goes through
+ * sc_cuda_memcpy (scorch/device.h's copies), which waits for them.
+ * Nothing here calls cudaMalloc inside a step: tensors and scratch come
+ * from the context's GPU arena (sc_tensor_new, sc_ctx_alloc_data), and
+ * cuBLAS and cuDNN share one fixed workspace per device. That is what lets
+ * a step be captured as a CUDA graph.
+ */
+#ifndef SCORCH_CUDA_IMPL_H
+#define SCORCH_CUDA_IMPL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "../context_impl.h"
+#include "../cuda_api.h"
+#include "../op.h"
+
+/* Threads per block of the element-wise kernels. */
+enum { SC_CUDA_THREADS = 256 };
+
+/* The cuBLAS/cuDNN workspace of a device: cuDNN algorithms needing more
+ * are not chosen. */
+#define SC_CUDA_WORKSPACE_BYTES ((size_t)64 << 20)
+
+typedef struct sc_cuda_conv_cache sc_cuda_conv_cache; /* conv.cu */
+
+/* One GPU's state, shared by every context on it; set up on first use. */
+typedef struct sc_cuda_dev {
+    int index;
+    cudaStream_t compute; /* every kernel, memset and step copy */
+    cudaStream_t copy;    /* host-to-device batch uploads */
+    cudaEvent_t uploaded; /* recorded on copy after an upload */
+    cublasHandle_t cublas;
+    cudnnHandle_t cudnn;
+    void *workspace; /* SC_CUDA_WORKSPACE_BYTES, shared by cuBLAS and cuDNN */
+    sc_cuda_conv_cache *conv_cache; /* chosen cuDNN algorithms, by shape */
+    size_t allocated, peak;         /* bytes from sc_cuda_malloc */
+} sc_cuda_dev;
+
+/* The state of GPU `index`, set up on first call (and the calling thread's
+ * current device set to it). NULL with a message on failure. */
+sc_cuda_dev *sc_cuda_dev_get(int index);
+
+/* The device state of a GPU context. */
+static inline sc_cuda_dev *sc_cuda_ctx_dev(const sc_ctx *ctx) { return ctx->cuda; }
+static inline cudaStream_t sc_cuda_stream(const sc_ctx *ctx) { return ctx->cuda->compute; }
+
+/* Error reporting: each returns a status with a message naming the call,
+ * the file and line, and the library's own description. */
+sc_status sc_cuda_error(cudaError_t err, const char *call, const char *file, int line);
+sc_status sc_cublas_error(cublasStatus_t err, const char *call, const char *file, int line);
+sc_status sc_cudnn_error(cudnnStatus_t err, const char *call, const char *file, int line);
+
+#define SC_CUDA_TRY(call)                                                      \
+    do {                                                                       \
+        cudaError_t sc_cuda_err_ = (call);                                     \
+        if (sc_cuda_err_ != cudaSuccess)                                       \
+            return sc_cuda_error(sc_cuda_err_, #call, __FILE__, __LINE__);     \
+    } while (0)
+#define SC_CUBLAS_TRY(call)                                                    \
+    do {                                                                       \
+        cublasStatus_t sc_cublas_err_ = (call);                                \
+        if (sc_cublas_err_ != CUBLAS_STATUS_SUCCESS)                           \
+            return sc_cublas_error(sc_cublas_err_, #call, __FILE__, __LINE__); \
+    } while (0)
+#define SC_CUDNN_TRY(call)                                                     \
+    do {                                                                       \
+        cudnnStatus_t sc_cudnn_err_ = (call);                                  \
+        if (sc_cudnn_err_ != CUDNN_STATUS_SUCCESS)                             \
+            return sc_cudnn_error(sc_cudnn_err_, #call, __FILE__, __LINE__);   \
+    } while (0)
+/* After a <<<...>>> launch: reports a bad configuration at once (errors
+ * inside the kernel surface at the next synchronising call). */
+#define SC_CUDA_LAUNCHED(what) SC_CUDA_TRY(cudaPeekAtLastError())
+
+/* Blocks for n elements, SC_CUDA_THREADS each, capped so grid-stride loops
+ * cover the rest. */
+static inline unsigned sc_cuda_blocks(int64_t n)
+{
+    int64_t b = (n + SC_CUDA_THREADS - 1) / SC_CUDA_THREADS;
+    return (unsigned)(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
+}
+
+/* A bf16 copy of an f32 tensor's data, from the step arena (precision
+ * bf16 feeds matrix products and convolutions from these). */
+void *sc_cuda_to_bf16(sc_ctx *ctx, const float *x, int64_t n);
+
+/* t's data as a matrix-product or convolution operand in ctx's precision:
+ * t's own f32 data, or (bf16) a copy from the step arena; NULL when out of
+ * memory. */
+const void *sc_cuda_operand(sc_ctx *ctx, const sc_tensor *t);
+
+/* A 4-D NCHW cuDNN descriptor of a contiguous tensor (conv.cu). */
+sc_status sc_cudnn_tensor_4d(cudnnTensorDescriptor_t *desc, cudnnDataType_t type, int64_t n,
+                             int64_t c, int64_t h, int64_t w);
+
+/* The kernels of every op, defined in the .cu files with C linkage. */
+#define SC_CUDA_KERNEL_DECL(id, name) extern const sc_kernel sc_cuda_kernel_##name;
+SC_OP_LIST(SC_CUDA_KERNEL_DECL)
+#undef SC_CUDA_KERNEL_DECL
+
+#ifdef __cplusplus
+}
+#endif
+#endif

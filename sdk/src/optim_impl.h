@@ -1,0 +1,45 @@
+/* optim_impl.h — one optimizer update as the backends see it: the flat
+ * buffers, the trainable ranges and the step's scalars. Private to
+ * libscorch; the CPU loops live in optim.c, the CUDA kernels in
+ * cuda/optim.cu. */
+#ifndef SCORCH_OPTIM_IMPL_H
+#define SCORCH_OPTIM_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "scorch/optim.h"
+
+/* The scalars of one step, derived once from the config, lr and step count. */
+typedef struct sc_optim_scalars {
+    float lr, weight_decay, momentum;
+    bool nesterov;
+    float beta1, beta2, eps;
+    float step_size;     /* Adam: lr / (1 - beta1^t) */
+    float bc2_sqrt;      /* Adam: sqrt(1 - beta2^t) */
+    float decay;         /* AdamW: 1 - lr * weight_decay; 1 otherwise */
+    float l2;            /* Adam: weight decay added to the gradient */
+} sc_optim_scalars;
+
+/* A maximal run of trainable parameters in the flat buffers, in floats. */
+typedef struct sc_optim_range {
+    int64_t offset, numel;
+} sc_optim_range;
+
+typedef enum sc_optim_rule {
+    SC_OPTIM_RULE_SGD,          /* p -= lr * (g + wd * p) */
+    SC_OPTIM_RULE_SGD_MOMENTUM, /* state[0]: momentum buffer */
+    SC_OPTIM_RULE_ADAM,         /* state[0], state[1]: first and second moments; AdamW too */
+} sc_optim_rule;
+
+typedef struct sc_optim_update {
+    sc_optim_rule rule;
+    float *values;       /* [numel] flat parameters */
+    const float *grads;  /* [numel] flat gradients */
+    float *state[2];     /* [numel] each, as the rule says */
+    const sc_optim_range *ranges;
+    int n_ranges;
+    sc_optim_scalars s;
+} sc_optim_update;
+
+#endif
