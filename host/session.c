@@ -119,8 +119,9 @@ static sc_status allocate_device(sc_session *s, const sc_config *cfg)
     const char *text = cfg->device;
     if (!text[0] && (text = sc_model_preferred_device(&s->model)))
         snprintf(source, sizeof source, "%s's preferred_device", s->model.lib.path);
-    sc_gpu_inventory gpus;
-    sc_gpu_inventory_probe(&gpus);
+    sc_gpu_inventory gpus = {0};
+    if (strcmp(text ? text : "cpu", "cpu") != 0) /* spares CPU runs loading the GPU backend */
+        sc_gpu_inventory_probe(&gpus);
     /* scorch-train learns its default run directory later (sc_device_set_holder). */
     const char *holder = cfg->run_dir[0]      ? cfg->run_dir
                          : cfg->checkpoint[0] ? "none (scorch-test)"

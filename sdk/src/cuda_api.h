@@ -1,7 +1,15 @@
 /* cuda_api.h — what the core of libscorch asks of the CUDA backend, in
- * plain C. sdk/src/cuda/ implements it when nvcc is found; cuda_none.c
- * otherwise, where every call fails saying the build has no CUDA backend.
- * Private to libscorch. */
+ * plain C. Private to libscorch.
+ *
+ * The backend (sdk/src/cuda/, built when nvcc is found) is a library of
+ * its own, libscorch_cuda.so, that exports one table of these functions,
+ * sc_cuda_backend_api. libscorch defines the functions below as calls
+ * through that table (cuda_loader.c) and loads the library on first use:
+ * a CPU run never maps cuBLAS and cuDNN (a tenth of a second per
+ * process), and a build with the backend still runs, CPU only, where the
+ * CUDA libraries are missing. Without the library every call fails with a
+ * message saying why. Inside libscorch_cuda the same names are its own
+ * (hidden) definitions. */
 #ifndef SCORCH_CUDA_API_H
 #define SCORCH_CUDA_API_H
 
@@ -10,6 +18,10 @@
 #include "op.h"
 #include "optim_impl.h"
 #include "scorch/device.h"
+
+/* Why the backend is missing (no nvcc at build time, or the library
+ * would not load); "" when it is loaded. libscorch only. */
+const char *sc_cuda_missing(void);
 
 /* Sets up GPU `index` for ctx (streams, cuBLAS and cuDNN handles) and
  * points ctx->device_state at it. */
@@ -46,5 +58,33 @@ sc_status sc_cuda_optim_update(int index, const sc_optim_update *update);
 /* Graph capture on ctx's compute stream (scorch/device.h). */
 sc_status sc_cuda_capture_begin(sc_ctx *ctx);
 sc_status sc_cuda_capture_end(sc_ctx *ctx, sc_graph **out);
+
+/* The table libscorch_cuda exports; version changes with its layout. */
+enum { SC_CUDA_API_VERSION = 1 };
+typedef struct sc_cuda_api {
+    int version;
+    int (*device_count)(void);
+    sc_status (*device_info)(int index, sc_device_info *out);
+    sc_device_memory (*memory_used)(sc_device device);
+    void *(*ctx_stream)(const sc_ctx *ctx);
+    sc_status (*ctx_attach)(sc_ctx *ctx, int index);
+    void *(*malloc)(int index, size_t bytes);
+    void (*free)(int index, void *p, size_t bytes);
+    sc_status (*memcpy)(void *dst, sc_device dst_dev, const void *src, sc_device src_dev,
+                        size_t bytes);
+    sc_status (*upload)(sc_ctx *ctx, void *dst, const void *src, size_t bytes);
+    sc_status (*memset0)(int index, void *p, size_t bytes);
+    sc_status (*fill_f32)(int index, float *p, float value, int64_t n);
+    sc_status (*scale_f32)(int index, float *p, float factor, int64_t n);
+    sc_status (*synchronize)(int index);
+    void *(*host_alloc)(size_t bytes);
+    void (*host_free)(void *p);
+    const sc_kernel *(*kernel)(sc_op_id op);
+    sc_status (*optim_update)(int index, const sc_optim_update *update);
+    sc_status (*capture_begin)(sc_ctx *ctx);
+    sc_status (*capture_end)(sc_ctx *ctx, sc_graph **out);
+    sc_status (*graph_launch)(sc_graph *graph);
+    void (*graph_free)(sc_graph *graph);
+} sc_cuda_api;
 
 #endif

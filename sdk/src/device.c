@@ -26,9 +26,8 @@ sc_status sc_device_check(sc_device device)
     case SC_DEVICE_CPU: return SC_OK;
     case SC_DEVICE_CUDA: {
         if (!sc_cuda_built())
-            return sc_error_set(SC_ERR_UNSUPPORTED,
-                                "cuda:%d: this libscorch was built without the CUDA backend "
-                                "(no nvcc at build time)", device.index);
+            return sc_error_set(SC_ERR_UNSUPPORTED, "cuda:%d: %s", device.index,
+                                sc_cuda_missing());
         int count = sc_cuda_device_count();
         if (device.index < 0 || device.index >= count)
             return sc_error_set(SC_ERR_INVALID, "cuda:%d: no such GPU (%d visible%s)",

@@ -1,5 +1,6 @@
-/* The CUDA backend's kernel table: every op in the registry, defined in
- * the .cu files beside this one. */
+/* The CUDA backend's kernel table (every op in the registry, defined in
+ * the .cu files beside this one) and the table of the whole backend that
+ * libscorch_cuda exports (cuda_api.h), its only visible symbol. */
 #include "cuda_impl.h"
 
 static const sc_kernel *const cuda_kernels[SC_OP_COUNT] = {
@@ -9,3 +10,28 @@ static const sc_kernel *const cuda_kernels[SC_OP_COUNT] = {
 };
 
 const sc_kernel *sc_cuda_kernel(sc_op_id op) { return cuda_kernels[op]; }
+
+__attribute__((visibility("default"))) const sc_cuda_api sc_cuda_backend_api = {
+    .version = SC_CUDA_API_VERSION,
+    .device_count = sc_cuda_device_count,
+    .device_info = sc_cuda_device_info,
+    .memory_used = sc_device_memory_used,
+    .ctx_stream = sc_ctx_cuda_stream,
+    .ctx_attach = sc_cuda_ctx_attach,
+    .malloc = sc_cuda_malloc,
+    .free = sc_cuda_free,
+    .memcpy = sc_cuda_memcpy,
+    .upload = sc_cuda_upload,
+    .memset0 = sc_cuda_memset0,
+    .fill_f32 = sc_cuda_fill_f32,
+    .scale_f32 = sc_cuda_scale_f32,
+    .synchronize = sc_cuda_synchronize,
+    .host_alloc = sc_cuda_host_alloc,
+    .host_free = sc_cuda_host_free,
+    .kernel = sc_cuda_kernel,
+    .optim_update = sc_cuda_optim_update,
+    .capture_begin = sc_cuda_capture_begin,
+    .capture_end = sc_cuda_capture_end,
+    .graph_launch = sc_graph_launch,
+    .graph_free = sc_graph_free,
+};

@@ -9,6 +9,10 @@
 /* Blocks of a reduction's first pass, and threads of its last. */
 enum { REDUCE_BLOCKS = 1024, FINISH_THREADS = 1024 };
 
+/* The most threads a row block or a finishing block has: kernels launched
+ * with that many are compiled to fit (at most 64 registers a thread). */
+#define MAX_BLOCK_THREADS 1024
+
 #define GRID_STRIDE(i, n)                                                      \
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
          i += (int64_t)gridDim.x * blockDim.x)
@@ -58,7 +62,7 @@ static int64_t row_count(const sc_tensor *t)
 /* Threads for rows of c: a warp for short rows, up to 1024 for long ones. */
 static unsigned row_threads(int64_t c)
 {
-    return c >= 1024 ? 1024 : (unsigned)((c + 31) / 32 * 32);
+    return c >= MAX_BLOCK_THREADS ? MAX_BLOCK_THREADS : (unsigned)((c + 31) / 32 * 32);
 }
 
 static unsigned row_blocks(int64_t rows)
@@ -86,7 +90,8 @@ static __device__ row_exp_sum row_exp(const float *x, int64_t c)
 /* y [rows, c] = exp(x) / sum_C exp(x), or with Log
  * (x - max) - log sum_C exp(x - max), exact for large x */
 template <bool Log>
-static __global__ void rows_forward_kernel(const float *x, float *y, int64_t rows, int64_t c)
+static __global__ void __launch_bounds__(MAX_BLOCK_THREADS)
+    rows_forward_kernel(const float *x, float *y, int64_t rows, int64_t c)
 {
     for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
         const float *xi = x + i * c;
@@ -100,8 +105,8 @@ static __global__ void rows_forward_kernel(const float *x, float *y, int64_t row
 /* gx [rows, c] += y (g - sum_C g y), or with Log (y = log_softmax)
  * g - exp(y) sum_C g */
 template <bool Log>
-static __global__ void rows_backward_kernel(const float *y, const float *g, float *gx,
-                                            int64_t rows, int64_t c)
+static __global__ void __launch_bounds__(MAX_BLOCK_THREADS)
+    rows_backward_kernel(const float *y, const float *g, float *gx, int64_t rows, int64_t c)
 {
     for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
         const float *yi = y + i * c, *gi = g + i * c;
@@ -157,7 +162,8 @@ static __global__ void partial_sum_kernel(const float *x, const float *t, int64_
 }
 
 /* y [] = sum of part [n] / div, by one block (n = 0: 0 / div) */
-static __global__ void finish_sum_kernel(const double *part, int64_t n, double div, float *y)
+static __global__ void __launch_bounds__(MAX_BLOCK_THREADS)
+    finish_sum_kernel(const double *part, int64_t n, double div, float *y)
 {
     double acc = 0.0;
     ROW_STRIDE(i, n) acc += part[i];
@@ -170,8 +176,8 @@ static __global__ void finish_sum_kernel(const double *part, int64_t n, double d
 static sc_status reduce_sum(sc_node *node, const float *x, const float *t, int64_t n,
                             double div)
 {
-    unsigned blocks = sc_cuda_blocks(n);
-    blocks = blocks < REDUCE_BLOCKS ? blocks : REDUCE_BLOCKS;
+    unsigned blocks = sc_cuda_blocks(n), cap = REDUCE_BLOCKS;
+    blocks = blocks < cap ? blocks : cap;
     double *part = (double *)sc_ctx_alloc_data(node->ctx, blocks * sizeof *part);
     if (!part)
         return SC_ERR_NOMEM;
@@ -207,9 +213,9 @@ static __device__ int64_t target_at(const void *t, sc_dtype dtype, int64_t i)
 }
 
 /* p [n, c] = softmax of z's rows; row_loss [n] as above, in double */
-static __global__ void cross_entropy_forward_kernel(const float *z, const void *t,
-                                                    sc_dtype tdtype, float s, int64_t n,
-                                                    int64_t c, float *p, double *row_loss)
+static __global__ void __launch_bounds__(MAX_BLOCK_THREADS)
+    cross_entropy_forward_kernel(const float *z, const void *t, sc_dtype tdtype, float s,
+                                 int64_t n, int64_t c, float *p, double *row_loss)
 {
     for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
         const float *zi = z + i * c;

@@ -38,8 +38,6 @@ sc_status sc_cudnn_error(cudnnStatus_t err, const char *call, const char *file, 
 
 /* ---- GPUs ---- */
 
-bool sc_cuda_built(void) { return true; }
-
 int sc_cuda_device_count(void)
 {
     int n = 0;
