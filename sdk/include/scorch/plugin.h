@@ -102,9 +102,9 @@ typedef struct sc_model_plugin {
     sc_status (*network_create)(const sc_args *args, const sc_sample_spec *data,
                                 sc_params *params, sc_rng *init_rng, void **net);
     void (*network_destroy)(void *net);
-    /* forward: inputs are a batch ([N, ...sample shape]); fills `outputs`
-     * with step tensors made by ops on ctx. sc_ctx_training(ctx) tells
-     * train from eval. */
+    /* forward: inputs are a batch ([N, ...sample shape]) on ctx's device;
+     * fills `outputs` with step tensors made by ops on ctx.
+     * sc_ctx_training(ctx) tells train from eval. */
     sc_status (*network_forward)(void *net, sc_ctx *ctx, const sc_tensor_list *inputs,
                                  sc_tensor_list *outputs);
 
@@ -113,7 +113,8 @@ typedef struct sc_model_plugin {
     sc_status (*socket_criterion)(void *net, sc_ctx *ctx, const sc_tensor_list *outputs,
                                   const sc_tensor_list *targets, sc_tensor **loss);
     /* metrics: adds this batch's numerators and denominators to `metrics`
-     * (scorch/metrics.h); must include the main metric. */
+     * (scorch/metrics.h); must include the main metric. The tensors are
+     * on the host, copies of a GPU's outputs. */
     sc_status (*socket_metrics)(void *net, const sc_tensor_list *outputs,
                                 const sc_tensor_list *targets, sc_metrics *metrics);
     /* main_metric: the name of the metric that picks the best checkpoint

@@ -38,6 +38,7 @@ typedef struct sc_cuda_dev {
     int index;
     cudaStream_t compute; /* every kernel, memset and step copy */
     cudaStream_t copy;    /* host-to-device batch uploads */
+    cudaEvent_t computed; /* recorded on compute before an upload */
     cudaEvent_t uploaded; /* recorded on copy after an upload */
     cublasHandle_t cublas;
     cudnnHandle_t cudnn;

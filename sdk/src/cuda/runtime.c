@@ -69,6 +69,7 @@ static sc_status device_init(sc_cuda_dev *d, int index)
     d->index = index;
     SC_CUDA_TRY(cudaStreamCreateWithFlags(&d->compute, cudaStreamNonBlocking));
     SC_CUDA_TRY(cudaStreamCreateWithFlags(&d->copy, cudaStreamNonBlocking));
+    SC_CUDA_TRY(cudaEventCreateWithFlags(&d->computed, cudaEventDisableTiming));
     SC_CUDA_TRY(cudaEventCreateWithFlags(&d->uploaded, cudaEventDisableTiming));
     SC_CUDA_TRY(cudaMalloc(&d->workspace, SC_CUDA_WORKSPACE_BYTES));
     SC_CUBLAS_TRY(cublasCreate(&d->cublas));
@@ -202,9 +203,14 @@ sc_status sc_cuda_memcpy(void *dst, sc_device dst_dev, const void *src, sc_devic
     return SC_OK;
 }
 
+/* The copy waits for the kernels queued before it (dst is arena memory an
+ * earlier step's kernels may still read), and the kernels after it wait
+ * for the copy. */
 sc_status sc_cuda_upload(sc_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
     sc_cuda_dev *d = ctx->cuda;
+    SC_CUDA_TRY(cudaEventRecord(d->computed, d->compute));
+    SC_CUDA_TRY(cudaStreamWaitEvent(d->copy, d->computed, 0));
     SC_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, d->copy));
     SC_CUDA_TRY(cudaEventRecord(d->uploaded, d->copy));
     SC_CUDA_TRY(cudaStreamWaitEvent(d->compute, d->uploaded, 0));
