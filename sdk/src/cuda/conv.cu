@@ -318,6 +318,19 @@ static sc_status conv2d_forward(sc_node *node)
     sc_ctx *ctx = node->ctx;
     sc_cuda_dev *dev = sc_cuda_ctx_dev(ctx);
     const float *bias = node->n_inputs > 2 ? sc_tensor_f32(node->in[2]) : NULL;
+    /* cuDNN takes no empty tensor: an empty batch (or no output channel)
+     * has nothing to compute; an empty x or weight under a non-empty y
+     * (no input channel, or a zero-size kernel) is not supported. */
+    if (node->out->numel == 0)
+        return SC_OK;
+    if (node->in[0]->numel == 0 || node->in[1]->numel == 0) {
+        char sx[64], sw[64];
+        const sc_tensor *x = node->in[0], *w = node->in[1];
+        return sc_error_set(SC_ERR_UNSUPPORTED,
+                            "conv2d: cuDNN cannot convolve input %s with weight %s (empty)",
+                            sc_shape_str(x->ndim, x->shape, sx, sizeof sx),
+                            sc_shape_str(w->ndim, w->shape, sw, sizeof sw));
+    }
     conv_plan *p;
     SC_TRY(conv_plan_get(dev, node, &p));
     SC_TRY(conv_use_algo(dev, p, CONV_FORWARD));
@@ -374,6 +387,8 @@ static sc_status conv2d_backward(sc_node *node, const sc_tensor *gy, sc_tensor *
 {
     sc_ctx *ctx = node->ctx;
     sc_cuda_dev *dev = sc_cuda_ctx_dev(ctx);
+    if (gy->numel == 0) /* an empty batch: every gradient adds a sum of nothing */
+        return SC_OK;
     conv_plan *p;
     SC_TRY(conv_plan_get(dev, node, &p));
     if (node->n_inputs > 2 && gin[2]) {

@@ -155,22 +155,29 @@ static sc_status bn_forward_batch(sc_node *node, const bn_descs *d)
     return SC_OK;
 }
 
-/* Eval: y with the running statistics, saved into mean and rstd. */
-static sc_status bn_forward_running(sc_node *node, const bn_descs *d)
+/* Eval: saved[0] [2, C] = running_mean, 1 / sqrt(running_var + eps). */
+static sc_status bn_save_running_stats(sc_node *node)
 {
     const sc_batch_norm_params *p = &node->params.batch_norm;
     int64_t c = node->in[0]->shape[1];
     float *mean = sc_tensor_f32(node->saved[0]), *rstd = mean + c;
+    bn_running_stats_kernel<<<sc_cuda_blocks(c), SC_CUDA_THREADS, 0, sc_cuda_stream(node->ctx)>>>(
+        sc_tensor_f32(node->in[3]), sc_tensor_f32(node->in[4]), p->eps, mean, rstd, c);
+    SC_CUDA_LAUNCHED("bn_running_stats_kernel");
+    return SC_OK;
+}
+
+/* Eval: y with the running statistics, saved into mean and rstd. */
+static sc_status bn_forward_running(sc_node *node, const bn_descs *d)
+{
+    const sc_batch_norm_params *p = &node->params.batch_norm;
     float one = 1.0f, zero = 0.0f;
     /* y [N, C, S] = (x - running_mean) / sqrt(running_var + eps) w + b */
     SC_CUDNN_TRY(cudnnBatchNormalizationForwardInference(
         sc_cuda_ctx_dev(node->ctx)->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d->x,
         node->in[0]->data, d->x, node->out->data, d->stats, node->in[1]->data, node->in[2]->data,
         node->in[3]->data, node->in[4]->data, (double)p->eps));
-    bn_running_stats_kernel<<<sc_cuda_blocks(c), SC_CUDA_THREADS, 0, sc_cuda_stream(node->ctx)>>>(
-        sc_tensor_f32(node->in[3]), sc_tensor_f32(node->in[4]), p->eps, mean, rstd, c);
-    SC_CUDA_LAUNCHED("bn_running_stats_kernel");
-    return SC_OK;
+    return bn_save_running_stats(node);
 }
 
 /* y = (x - mean) rstd weight + bias per channel; saved[0] [2, C] holds
@@ -188,6 +195,10 @@ static sc_status batch_norm_forward(sc_node *node)
     if (!stats)
         return SC_ERR_NOMEM;
     node->saved[0] = stats;
+    /* An empty x (eval mode only: training needs two values per channel)
+     * leaves no y to compute, and cuDNN takes no empty tensor. */
+    if (node->in[0]->numel == 0)
+        return bn_save_running_stats(node);
     bn_descs d = {};
     sc_status status = bn_descs_make(&d, g);
     if (status == SC_OK)
@@ -253,7 +264,8 @@ static sc_status bn_backward_running(sc_node *node, const sc_tensor *gy, sc_tens
 
 static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tensor *const *gin)
 {
-    if (!gin[0] && !gin[1] && !gin[2])
+    /* An empty x: gx is empty, and gw, gb add sums over no values. */
+    if ((!gin[0] && !gin[1] && !gin[2]) || node->in[0]->numel == 0)
         return SC_OK;
     if (!node->params.batch_norm.training)
         return bn_backward_running(node, gy, gin);

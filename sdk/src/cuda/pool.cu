@@ -72,6 +72,18 @@ static sc_status pool_call(const pool_descs *d, sc_node *node, const sc_tensor *
 static sc_status pool_run(sc_node *node, cudnnPoolingMode_t mode, const sc_tensor *gy,
                           sc_tensor *gx)
 {
+    /* cuDNN takes no empty tensor. An empty batch (or no channel) has
+     * nothing to compute; empty planes (H or W 0) under windows of padding
+     * only are not supported. */
+    if (node->out->numel == 0)
+        return SC_OK;
+    if (node->in[0]->numel == 0) {
+        char sx[64];
+        const sc_tensor *x = node->in[0];
+        return sc_error_set(SC_ERR_UNSUPPORTED, "%s: cuDNN cannot pool the empty input %s",
+                            sc_op_desc_get(node->op)->name,
+                            sc_shape_str(x->ndim, x->shape, sx, sizeof sx));
+    }
     pool_descs d = {};
     sc_status status = pool_descs_make(&d, node, mode);
     if (status == SC_OK)
