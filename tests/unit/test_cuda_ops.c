@@ -35,10 +35,12 @@
  * cross-entropy on each device (the fused CUDA optimizer on a store moved
  * to the GPU) and compares the losses and the updated parameters.
  *
- * Tests that need a GPU skip themselves when sc_cuda_device_count() is 0.
- * Two tests run everywhere: coverage (every op has cases; which ops have
- * CUDA kernels) and cases_run_on_the_cpu (every case is valid: it runs on
- * the CPU and gives finite values and nonzero gradients).
+ * Suite cuda_gpu (a test per op, and training_step) needs a GPU: meson
+ * runs it as test cuda_gpu, reported skipped where there is none (see
+ * main). Suite cuda_ops runs everywhere: coverage (every op has cases;
+ * which ops have CUDA kernels) and cases_run_on_the_cpu (every case is
+ * valid: it runs on the CPU and gives finite values and nonzero
+ * gradients).
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -831,9 +833,9 @@ static void expect_op_cases(sc_op_id op)
 /* ---------------------------------------------------------------------
  * Tests. */
 
-/* One test per op of the registry, named after it: cuda_ops::conv2d. */
+/* One test per op of the registry, named after it: cuda_gpu::conv2d. */
 #define OP_TEST(id, name)                                                                    \
-    Test(cuda_ops, name) { expect_op_cases(SC_OP_##id); }
+    Test(cuda_gpu, name) { expect_op_cases(SC_OP_##id); }
 SC_OP_LIST(OP_TEST)
 #undef OP_TEST
 
@@ -992,7 +994,7 @@ static bool train_on(sc_device device, snapshot *snap, char *why, size_t size)
     return ok;
 }
 
-Test(cuda_ops, training_step)
+Test(cuda_gpu, training_step)
 {
     skip_without_gpu();
     snapshot ref = {0}, cuda = {0};
@@ -1006,4 +1008,23 @@ Test(cuda_ops, training_step)
            worst <= 1.0 ? "ok" : "FAIL", worst);
     snapshot_free(&ref);
     snapshot_free(&cuda);
+}
+
+/* Suite cuda_gpu needs a GPU; meson runs it as a test of its own with
+ * SCORCH_NEEDS_GPU set, and without a GPU it reports itself skipped (exit
+ * 77) instead of passing. */
+int main(int argc, char *argv[])
+{
+    if (getenv("SCORCH_NEEDS_GPU") && sc_cuda_device_count() == 0) {
+        printf("skipped: no GPU (%s)\n",
+               sc_cuda_built() ? "the CUDA backend is built but sees none"
+                               : "libscorch was built without the CUDA backend");
+        return 77;
+    }
+    struct criterion_test_set *tests = criterion_initialize();
+    int failed = 0;
+    if (criterion_handle_args(argc, argv, true))
+        failed = !criterion_run_all_tests(tests);
+    criterion_finalize(tests);
+    return failed;
 }
