@@ -138,7 +138,7 @@ static const sc_comm_ops *transport(void)
 #endif
 }
 
-static sc_status join(sc_dist *d, const sc_config *cfg, int expected)
+static sc_status join(sc_dist *d, const sc_config *cfg, int expected, bool keep_alone)
 {
     const sc_comm_ops *ops = transport();
     if (!ops)
@@ -161,7 +161,7 @@ static sc_status join(sc_dist *d, const sc_config *cfg, int expected)
                             "each process started a job of its own (under srun, pass the "
                             "--mpi plugin this Open MPI was built for, e.g. --mpi=pmix)",
                             expected, info.world);
-    if (d->world == 1) { /* launched as one process: nothing to share */
+    if (d->world == 1 && !keep_alone) { /* launched as one process: nothing to share */
         ops->close(d->comm);
         d->ops = NULL;
         d->comm = NULL;
@@ -182,8 +182,14 @@ sc_status sc_dist_open(const sc_config *cfg, sc_dist **out)
     d->batch_size = cfg->batch_size;
     d->bucket_mb = cfg->bucket_mb;
     *out = d;
+    /* One launched process is a single process, unless the user asked for
+     * the data-parallel machinery by name: then it runs with one rank
+     * (which measures what communication costs). */
     int expected = launch_world();
-    return expected == 0 || expected == 1 ? SC_OK : join(d, cfg, expected);
+    bool named = strcmp(cfg->device, "distributed_dataparallel") == 0;
+    if (expected == 0 || (expected == 1 && !named))
+        return SC_OK;
+    return join(d, cfg, expected, named);
 }
 
 void sc_dist_close(sc_dist *d)

@@ -1,9 +1,11 @@
 #!/usr/bin/python3
-"""Data parallelism on the CPU: the time per step spent waiting on
-communication, as a fraction of the step, under mpirun -np 2, with one
-process on the same cores alongside (medians of several runs).
+"""Data parallelism: the time per step spent waiting on communication, as a
+fraction of the step — on the CPU under mpirun -np 2, with one process on
+the same cores alongside; on a GPU (--device cuda) under mpirun -np 1 with
+--device distributed_dataparallel, which keeps the machinery (NCCL) for
+one rank, beside the plain single process (medians of several runs).
 
-    tests/bench/bench_dist.py --build build [--runs 5] [--steps 190]
+    tests/bench/bench_dist.py --build build [--runs 5] [--steps 190] [--device cuda]
 
 Trains the MLP (784-256-128-10, 235k parameters, 0.9 MiB of gradients per
 step) on Fashion-MNIST with Adam. "comm" is metrics.jsonl's comm_s: time
@@ -26,8 +28,9 @@ MPIRUN = ["--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
           "--mca", "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism", "none"]
 
 
-def train_record(build, args, ranks, batch, bucket_mb):
-    """The train phase's metrics.jsonl record of one run."""
+def train_record(build, args, ranks, batch, bucket_mb, ddp=False):
+    """The train phase's metrics.jsonl record of one run; ddp runs one rank
+    under mpirun with the data-parallel machinery."""
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = os.path.join(tmp, "run")
         cmd = [f"{build}/host/scorch-train", "--model", f"{build}/plugins/mlp.so",
@@ -35,8 +38,9 @@ def train_record(build, args, ranks, batch, bucket_mb):
                "--dataset-path", DATA, "--epochs", "1", "--batch-size", str(batch),
                "--max-train-iterations", str(args.steps), "--max-valid-iterations", "1",
                "--max-test-iterations", "1", "--workers", "1", "--bucket-mb", str(bucket_mb),
-               "--run-dir", run_dir, "--quiet"]
-        if ranks > 1:
+               "--run-dir", run_dir, "--quiet",
+               "--device", "distributed_dataparallel" if ddp else args.device]
+        if ranks > 1 or ddp:
             threads = max(1, os.cpu_count() // ranks)
             cmd = [args.mpirun, *MPIRUN, "-x", f"OMP_NUM_THREADS={threads}",
                    "-np", str(ranks), *cmd]
@@ -65,28 +69,36 @@ def main():
     parser.add_argument("--build", default="build")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--steps", type=int, default=190)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
     args.mpirun = shutil.which("mpirun")
     if not args.mpirun:
         print("bench_dist: mpirun is missing (openmpi-bin)", file=sys.stderr)
         return 77  # meson's "skipped"
-    print(f"data parallel on {os.cpu_count()} cores: MLP 784-256-128-10, Fashion-MNIST, "
+    where = "one GPU" if args.device == "cuda" else f"{os.cpu_count()} cores"
+    print(f"data parallel on {where}: MLP 784-256-128-10, Fashion-MNIST, "
           f"Adam, {args.steps} steps, median of {args.runs} alternating runs")
     print(f"{'setup':28}{'ms/step':>9}{'comm ms':>9}{'comm %':>8}{'samples/s':>11}")
     # --bucket-mb 25 makes one bucket of all 0.9 MiB, which can only start
     # once backward is done; 0.25 makes two (fc1.weight, and the rest), the
     # second sent while backward computes fc1's gradient.
-    setups = [("1 process, batch 128", 1, 128, 25),
-              ("2 ranks x 64, 1 bucket", 2, 64, 25),
-              ("2 ranks x 64, 2 buckets", 2, 64, 0.25),
-              ("1 process, batch 256", 1, 256, 25),
-              ("2 ranks x 128, 1 bucket", 2, 128, 25),
-              ("2 ranks x 128, 2 buckets", 2, 128, 0.25)]
+    setups = [("1 process, batch 128", 1, 128, 25, False),
+              ("2 ranks x 64, 1 bucket", 2, 64, 25, False),
+              ("2 ranks x 64, 2 buckets", 2, 64, 0.25, False),
+              ("1 process, batch 256", 1, 256, 25, False),
+              ("2 ranks x 128, 1 bucket", 2, 128, 25, False),
+              ("2 ranks x 128, 2 buckets", 2, 128, 0.25, False)]
+    if args.device == "cuda":  # one GPU: NCCL over one rank against none
+        setups = [(f"{name}, batch {batch}", 1, batch, bucket_mb, ddp)
+                  for batch in (128, 512)
+                  for name, bucket_mb, ddp in (("1 process", 25, False),
+                                               ("NCCL -np 1, 1 bucket", 25, True),
+                                               ("NCCL -np 1, 2 buckets", 0.25, True))]
     # Alternating runs, so that a busy spell of the machine hits every setup.
     records = {name: [] for name, *_ in setups}
     for _ in range(args.runs):
-        for name, ranks, batch, bucket_mb in setups:
-            records[name].append(train_record(args.build, args, ranks, batch, bucket_mb))
+        for name, ranks, batch, bucket_mb, ddp in setups:
+            records[name].append(train_record(args.build, args, ranks, batch, bucket_mb, ddp))
     for name, *_ in setups:
         step_ms, comm_ms, share, rate = summary(records[name])
         print(f"{name:28}{step_ms:9.3f}{comm_ms:9.3f}{100 * share:7.1f}%"
