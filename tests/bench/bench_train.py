@@ -4,30 +4,77 @@ data, batch size, optimizer and thread count, measured in one invocation and
 printed side by side (medians of several alternating runs, and their ratio).
 
     tests/bench/bench_train.py --build build [--runs 5] [--steps 300]
+    tests/bench/bench_train.py --build build --device cuda [--precision fp32|tf32|bf16]
+        [--cuda-graphs auto|on|off] [--batches 128,512] [--models mlp,cnn,resnet]
+    tests/bench/bench_train.py --build build [--device cuda] --time-to-acc 0.93
+        [--max-epochs 15]
 
 Needs Debian's python3-torch (tools/install-deps --bench) and the
-dataset-fashion-mnist package.
+dataset-fashion-mnist package; with --device cuda, a PyTorch that sees a GPU
+and a scorch built with the CUDA backend. Exits 77 (meson's "skipped") when
+either PyTorch or, for --device cuda, its GPU is missing.
+
+Throughput (the default mode): one table row per model and batch size;
+"ratio" is scorch / PyTorch samples per second. The PyTorch twin of each
+model plugin has the same layers and initialisation, and the parameter
+counts of both (scorch's model summary, the twin's parameters and
+running statistics) are checked equal before anything is timed. PyTorch
+trains from the training set preloaded on the device, indexing a shuffled
+batch there, and is timed between torch.cuda.synchronize() calls after 20
+warm-up steps; on a GPU scorch's first epoch is a warm-up too (CUDA context,
+cuDNN plans, graph capture), so --steps are timed in the epochs after it.
+Precision: fp32 turns TF32 off in PyTorch, tf32 turns it on for matrix
+products and cuDNN, bf16 runs forward and loss under torch.autocast(bfloat16)
+(scorch: --precision of the same name); cudnn.benchmark is on, and the
+header line names the GPU.
 
 GFLOP/s counts the convolutions' and linear layers' multiply-adds (2 FLOPs
 each) found by running the PyTorch twin once: training FLOPs per sample =
 3 x forward (forward, input gradient, weight gradient) - the first layer's
 input gradient, which neither framework computes. Batch norm, pooling,
-activations, the loss and the optimizer are left out.
+activations, the loss and the optimizer are left out. On the CPU the last
+column is the sgemm peak of the machine; on a GPU it is the share of
+scorch's training time spent waiting for its data loader.
+
+--time-to-acc T trains the cnn plugin (its default args) for --max-epochs
+with both frameworks: Adam, lr 1e-3, --lr-schedule cosine over all the
+epochs, --batch (128), no augmentation unless --tta-dataset-args asks for
+the fashion_mnist plugin's (crop_padding=2,hflip=true; PyTorch does the
+same on the device). It reports the first epoch whose test accuracy
+reaches T and the time to it: the sum over the epochs up to it of training
+plus one evaluation of 10,000 images (scorch: the train and valid records
+of metrics.jsonl; PyTorch: training plus the test split), next to the wall
+time of all the epochs (scorch-train's whole process; PyTorch's loop with
+loading the data). scorch-train tests only after its last epoch, so the
+test accuracy of each epoch comes from scorch-test on that epoch's
+checkpoint, afterwards and untimed. The speed-up printed is PyTorch's time
+/ scorch's. --models and --batches do not apply.
 """
 import argparse
 import gzip
 import json
+import math
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import namedtuple
 
 DATA = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530  # the fashion_mnist plugin's normalisation
+TRAIN_SAMPLES = 50000  # the plugin's train split: its default valid_size=10000 takes the rest
+TORCH_WARMUP_STEPS = 20
+# scorch-train epochs run before the timed ones: none on the CPU, where the
+# first steps cost little more than the rest; one on a GPU.
+SCORCH_WARMUP_EPOCHS = {"cpu": 0, "cuda": 1}
+# the fashion_mnist plugin's dataset args that the PyTorch side can mirror
+AUGMENTATION_ARGS = {"crop_padding", "hflip"}
 
 
+# ---- the PyTorch twins ----
 
 def mlp_twin(nn):
     """mlp hidden=256:128: linear-relu, linear-relu, linear."""
@@ -45,10 +92,66 @@ def cnn_twin(nn):
                          nn.ReLU(), nn.Linear(128, 10))
 
 
+def conv_bn(nn, cin, cout, kernel, stride=1, relu=True):
+    """sc_nn_conv_bn: conv kxk (padding k / 2, no bias) - batch norm (- relu)."""
+    layers = [nn.Conv2d(cin, cout, kernel, stride=stride, padding=kernel // 2, bias=False),
+              nn.BatchNorm2d(cout)]
+    return nn.Sequential(*layers, *([nn.ReLU()] if relu else []))
+
+
+def squeeze_excitation(nn, channels, reduction):
+    """sc_nn_se: global average pool, linear C -> max(C / r, 1), relu, linear
+    back to C, sigmoid; the input scaled channel by channel."""
+    class SqueezeExcitation(nn.Module):
+        def __init__(self):
+            super().__init__()
+            hidden = max(channels // reduction, 1)
+            self.reduce, self.expand = nn.Linear(channels, hidden), nn.Linear(hidden, channels)
+
+        def forward(self, x):
+            s = self.expand(self.reduce(x.mean((2, 3))).relu()).sigmoid()  # [N, C]
+            return x * s[:, :, None, None]
+    return SqueezeExcitation()
+
+
+def residual(nn, cin, cout, stride, se_reduction):
+    """sc_nn_residual: relu(F(x) + S(x)) with F = conv3x3-bn-relu (stride),
+    conv3x3-bn, SE when se_reduction > 0; S = a 1x1 conv-bn projection where
+    the stride or the width changes, else the identity."""
+    class Residual(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = conv_bn(nn, cin, cout, 3, stride)
+            self.conv2 = conv_bn(nn, cout, cout, 3, relu=False)
+            self.se = squeeze_excitation(nn, cout, se_reduction) if se_reduction else nn.Identity()
+            self.shortcut = (conv_bn(nn, cin, cout, 1, stride, relu=False)
+                             if stride != 1 or cin != cout else nn.Identity())
+
+        def forward(self, x):
+            return (self.se(self.conv2(self.conv1(x))) + self.shortcut(x)).relu()
+    return Residual()
+
+
+def resnet_twin(nn, stem=32, channels=(32, 64, 128), blocks=2, se_reduction=0):
+    """resnet's defaults: stem conv3x3-bn-relu 1->32 at 28x28; stages of 32,
+    64 and 128 channels with 2 residual blocks each, the first block of every
+    stage after the first striding 2 (28 -> 14 -> 7) with a projection
+    shortcut; global average pool; linear 128->10. se_reduction=r is the
+    plugin's se=true,reduction=r."""
+    layers, width = [conv_bn(nn, 1, stem, 3)], stem
+    for s, out in enumerate(channels):
+        for b in range(blocks):
+            layers.append(residual(nn, width, out, 2 if s > 0 and b == 0 else 1, se_reduction))
+            width = out
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, 10))
+
+
 # name -> scorch model plugin and args, and the PyTorch twin with the same layers
 MODELS = {
     "mlp": {"plugin": "mlp.so", "args": "hidden=256:128", "twin": mlp_twin},
     "cnn": {"plugin": "cnn.so", "args": "channels=32:64,hidden=128", "twin": cnn_twin},
+    "resnet": {"plugin": "resnet.so", "args": "stem=32,channels=32:64:128,blocks=2",
+               "twin": resnet_twin},
 }
 
 
@@ -69,53 +172,278 @@ def train_flops_per_sample(torch, net):
     return 2 * (3 * sum(macs) - macs[0])
 
 
-def scorch_rate(build, model, args):
-    with tempfile.TemporaryDirectory() as run_dir:
-        cmd = [f"{build}/host/scorch-train", "--model", f"{build}/plugins/{model['plugin']}",
-               "--model-args", model["args"], "--dataset", f"{build}/plugins/fashion_mnist.so",
-               "--dataset-path", DATA, "--epochs", "1", "--batch-size", str(args.batch),
-               "--optimizer", "adam", "--lr", "1e-3", "--threads", str(args.threads),
-               "--workers", str(args.workers), "--max-train-iterations", str(args.steps),
-               "--max-valid-iterations", "1", "--max-test-iterations", "1",
-               "--run-dir", os.path.join(run_dir, "run"), "--quiet"]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        with open(os.path.join(run_dir, "run", "metrics.jsonl")) as f:
-            for line in f:
-                record = json.loads(line)
-                if record.get("phase") == "train":
-                    return record["samples_per_s"]
-    raise RuntimeError("scorch-train wrote no train record")
+# ---- parameter counts ----
 
+def scorch_param_counts(build, spec):
+    """(trainable parameters, buffers) from scorch-train --summary's total line."""
+    cmd = [f"{build}/host/scorch-train", "--model", f"{build}/plugins/{spec['plugin']}",
+           "--model-args", spec["args"], "--dataset", f"{build}/plugins/fashion_mnist.so",
+           "--dataset-path", DATA, "--summary"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    m = re.search(r"total: ([\d,]+) parameters and buffers, ([\d,]+) trainable", out)
+    if not m:
+        raise RuntimeError(f"no total line in scorch-train --summary:\n{out}")
+    total, trainable = (int(g.replace(",", "")) for g in m.groups())
+    return trainable, total - trainable
+
+
+def twin_param_counts(torch, spec):
+    """(trainable parameters, running statistics) of the twin; PyTorch's
+    num_batches_tracked counters have no scorch counterpart."""
+    net = spec["twin"](torch.nn)
+    stats = sum(b.numel() for name, b in net.named_buffers()
+                if not name.endswith("num_batches_tracked"))
+    return sum(p.numel() for p in net.parameters()), stats
+
+
+def check_param_counts(torch, build, names):
+    """Prints both frameworks' counts per model; exits 1 on a mismatch."""
+    ok = True
+    for name in names:
+        spec = MODELS[name]
+        ours, twin = scorch_param_counts(build, spec), twin_param_counts(torch, spec)
+        verdict = "equal" if ours == twin else "DIFFERENT"
+        print(f"{name}: parameters + running statistics: scorch {ours[0]:,} + {ours[1]:,}, "
+              f"PyTorch twin {twin[0]:,} + {twin[1]:,}: {verdict}")
+        ok = ok and ours == twin
+    if not ok:
+        sys.exit("bench_train: a PyTorch twin does not match its scorch model")
+
+
+# ---- scorch ----
+
+def device_options(args, train=True):
+    """scorch-train's (train) or scorch-test's device options."""
+    if args.device == "cpu":
+        return []
+    opts = ["--device", "cuda", "--precision", args.precision]
+    return opts + ["--cuda-graphs", args.cuda_graphs] if train else opts
+
+
+def scorch_train_command(args, spec, batch, run_dir, *extra):
+    """A quiet scorch-train of `spec` with Adam, lr 1e-3, on args.device."""
+    b = args.build
+    return [f"{b}/host/scorch-train", "--model", f"{b}/plugins/{spec['plugin']}",
+            "--model-args", spec["args"], "--dataset", f"{b}/plugins/fashion_mnist.so",
+            "--dataset-path", DATA, "--batch-size", str(batch), "--optimizer", "adam",
+            "--lr", "1e-3", "--threads", str(args.threads), "--workers", str(args.workers),
+            "--run-dir", run_dir, "--quiet", "--no-tensorboard", *device_options(args), *extra]
+
+
+def read_records(run_dir):
+    """metrics.jsonl's phase records."""
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [r for r in map(json.loads, f) if "phase" in r]
+
+
+def scorch_rate(args, spec, batch):
+    """(samples/s, data-wait share) of --steps training steps after the warm-up
+    epochs; every epoch stops at --steps batches or the split's end."""
+    per_epoch = min(args.steps, TRAIN_SAMPLES // batch)
+    warmup = SCORCH_WARMUP_EPOCHS[args.device]
+    epochs = warmup + math.ceil(args.steps / per_epoch)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = os.path.join(tmp, "run")
+        subprocess.run(scorch_train_command(args, spec, batch, run_dir, "--epochs", str(epochs),
+                                            "--max-train-iterations", str(per_epoch),
+                                            "--max-valid-iterations", "1",
+                                            "--max-test-iterations", "1"),
+                       check=True, stdout=subprocess.DEVNULL)
+        timed = [r for r in read_records(run_dir) if r["phase"] == "train" and r["epoch"] > warmup]
+    if not timed:
+        raise RuntimeError("scorch-train wrote no train record")
+    seconds = sum(r["time_s"] for r in timed)
+    samples, wait = (sum(r[key] for r in timed) for key in ("samples", "data_wait_s"))
+    return samples / seconds, wait / seconds
+
+
+def scorch_test_accuracy(args, checkpoint):
+    """Test-split accuracy of a checkpoint, from scorch-test's result line."""
+    out = subprocess.run([f"{args.build}/host/scorch-test", "--checkpoint", checkpoint,
+                          "--split", "test", "--batch-size", str(args.batch), "--threads",
+                          str(args.threads), "--workers", str(args.workers), "--quiet",
+                          *device_options(args, train=False)],
+                         check=True, capture_output=True, text=True).stdout
+    m = re.search(r"\baccuracy ([0-9.]+)", out)
+    if not m:
+        raise RuntimeError(f"no accuracy in scorch-test's output:\n{out}")
+    return float(m.group(1))
+
+
+def epoch_checkpoints(run_dir):
+    """The per-epoch checkpoints in step order, that is epoch 1, 2, ..."""
+    folder = os.path.join(run_dir, "checkpoints")
+    found = [(int(m.group(1)), name) for name in os.listdir(folder)
+             if (m := re.fullmatch(r"epoch-\d+-step-(\d+)\.ckpt", name))]
+    return [os.path.join(folder, name) for _, name in sorted(found)]
+
+
+def scorch_time_to_acc(args):
+    """One scorch-train of the cnn for --max-epochs: (test accuracy per epoch,
+    train + valid seconds per epoch, process wall seconds)."""
+    extra = ["--epochs", str(args.max_epochs), "--lr-schedule", "cosine",
+             "--keep-last", str(args.max_epochs)]
+    if args.tta_dataset_args:
+        extra += ["--dataset-args", args.tta_dataset_args]
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = os.path.join(tmp, "run")
+        start = time.perf_counter()
+        subprocess.run(scorch_train_command(args, MODELS["cnn"], args.batch, run_dir, *extra),
+                       check=True, stdout=subprocess.DEVNULL)
+        wall = time.perf_counter() - start
+        seconds = [0.0] * args.max_epochs
+        for r in read_records(run_dir):
+            if r["phase"] in ("train", "valid"):
+                seconds[r["epoch"] - 1] += r["time_s"]
+        accuracy = [scorch_test_accuracy(args, c) for c in epoch_checkpoints(run_dir)]
+    return accuracy, seconds, wall
+
+
+# ---- PyTorch ----
 
 def load_idx(torch, name, offset):
     with gzip.open(os.path.join(DATA, name)) as f:
         return torch.frombuffer(bytearray(f.read()[offset:]), dtype=torch.uint8)
 
 
-def torch_rate(torch, model_spec, args):
-    """The same loop a PyTorch user writes: index a shuffled batch, forward,
-    cross-entropy, backward, Adam step, batch accuracy."""
-    torch.manual_seed(0)
-    images = load_idx(torch, "train-images-idx3-ubyte.gz", 16).view(-1, 1, 28, 28)[:50000]
-    labels = load_idx(torch, "train-labels-idx1-ubyte.gz", 8).long()[:50000]
-    x_all = (images.float() / 255 - MEAN) / STD
-    net = model_spec["twin"](torch.nn)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-    perm = torch.randperm(len(x_all))
-    warmup = 20
-    for step in range(warmup + args.steps):
-        if step == warmup:
-            start = time.perf_counter()
-        idx = perm[(step * args.batch) % (len(perm) - args.batch):][:args.batch]
-        x, y = x_all[idx], labels[idx]
-        opt.zero_grad(set_to_none=True)
+def fashion_mnist(torch, split, device):
+    """(normalised images [N, 1, 28, 28], labels [N]) on `device`: the plugin's
+    train split (the first 50,000 training images) or its test split."""
+    prefix = "train" if split == "train" else "t10k"
+    images = load_idx(torch, f"{prefix}-images-idx3-ubyte.gz", 16).view(-1, 1, 28, 28)
+    labels = load_idx(torch, f"{prefix}-labels-idx1-ubyte.gz", 8).long()
+    if split == "train":
+        images, labels = images[:TRAIN_SAMPLES], labels[:TRAIN_SAMPLES]
+    return ((images.float() / 255 - MEAN) / STD).to(device), labels.to(device)
+
+
+def configure_torch(torch, args):
+    """Threads, and on a GPU the fast user's settings: TF32 as --precision
+    asks, cudnn.benchmark on."""
+    torch.set_num_threads(args.threads)
+    if args.device == "cuda":
+        tf32 = args.precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cudnn.benchmark = True
+
+
+def synchronize(torch, args):
+    """Waits for the GPU's queued work, so that a clock reading covers it."""
+    if args.device == "cuda":
+        torch.cuda.synchronize()
+
+
+def autocast(torch, args):
+    """bf16: forward and loss under autocast; otherwise a no-op context."""
+    return torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.precision == "bf16")
+
+
+def train_step(torch, net, opt, x, y, args):
+    """Forward, cross-entropy, backward, Adam step; returns the logits."""
+    opt.zero_grad(set_to_none=True)
+    with autocast(torch, args):
         out = net(x)
         loss = torch.nn.functional.cross_entropy(out, y)
-        loss.backward()
-        opt.step()
-        (out.argmax(1) == y).sum().item()
-    return args.steps * args.batch / (time.perf_counter() - start)
+    loss.backward()
+    opt.step()
+    return out
 
+
+def new_twin(torch, spec, args):
+    """A fresh twin on args.device (seed 0) and its Adam, lr 1e-3."""
+    torch.manual_seed(0)
+    net = spec["twin"](torch.nn).to(args.device)
+    return net, torch.optim.Adam(net.parameters(), lr=1e-3)
+
+
+def torch_rate(torch, spec, args, batch):
+    """The loop a PyTorch user writes: index a shuffled batch of the data held
+    on the device, train_step, batch accuracy summed on the device and read
+    once at the end. Samples/s of --steps steps after the warm-up ones."""
+    x_all, labels = fashion_mnist(torch, "train", args.device)
+    net, opt = new_twin(torch, spec, args)
+    perm = torch.randperm(len(x_all), device=args.device)
+    correct = torch.zeros((), dtype=torch.long, device=args.device)
+    for step in range(TORCH_WARMUP_STEPS + args.steps):
+        if step == TORCH_WARMUP_STEPS:
+            synchronize(torch, args)
+            start = time.perf_counter()
+        idx = perm[(step * batch) % (len(perm) - batch):][:batch]
+        x, y = x_all[idx], labels[idx]
+        correct += (train_step(torch, net, opt, x, y, args).argmax(1) == y).sum()
+    correct.item()
+    synchronize(torch, args)
+    return args.steps * batch / (time.perf_counter() - start)
+
+
+def parse_plugin_args(text):
+    """"k=v,k=v" -> {k: v}."""
+    return dict(item.split("=", 1) for item in text.split(",") if item)
+
+
+def augmenter(torch, dataset_args):
+    """The fashion_mnist plugin's train augmentation (AUGMENTATION_ARGS) as a
+    function of a normalised batch, done on its device: a 28x28 window of the
+    image padded with black by p pixels, then a mirror with probability 1/2."""
+    opts = parse_plugin_args(dataset_args)
+    pad = int(opts.get("crop_padding", "0"))
+    flip = opts.get("hflip", "false").lower() in ("true", "1", "yes", "on")
+
+    def augment(x):  # [N, 1, S, S]
+        n, side = len(x), x.shape[-1]
+        ar = torch.arange(side, device=x.device)
+        padded = torch.nn.functional.pad(x, (pad,) * 4, value=-MEAN / STD)  # pixel 0
+        rows = torch.randint(0, 2 * pad + 1, (n, 1), device=x.device) + ar  # [N, S]
+        cols = ar.expand(n, side)
+        if flip:
+            cols = torch.where(torch.rand(n, 1, device=x.device) < 0.5, side - 1 - ar, ar)
+        cols = torch.randint(0, 2 * pad + 1, (n, 1), device=x.device) + cols  # [N, S]
+        batch = torch.arange(n, device=x.device)[:, None, None]
+        return padded[batch, 0, rows[:, :, None], cols[:, None, :]].unsqueeze(1)
+
+    return augment if pad or flip else (lambda x: x)
+
+
+def torch_accuracy(torch, net, x_all, labels, args):
+    """Accuracy of `net` in eval mode over the whole split, --batch at a time."""
+    net.eval()
+    correct = torch.zeros((), dtype=torch.long, device=args.device)
+    with torch.no_grad(), autocast(torch, args):
+        for i in range(0, len(x_all), args.batch):
+            correct += (net(x_all[i:i + args.batch]).argmax(1) == labels[i:i + args.batch]).sum()
+    net.train()
+    return correct.item() / len(x_all)
+
+
+def torch_time_to_acc(torch, args):
+    """scorch_time_to_acc's run with the cnn twin: shuffled batches without the
+    partial last one, the cosine schedule per step as scorch's, the test split
+    evaluated after every epoch. The wall time covers loading the data."""
+    start = time.perf_counter()
+    x_train, y_train = fashion_mnist(torch, "train", args.device)
+    x_test, y_test = fashion_mnist(torch, "test", args.device)
+    net, opt = new_twin(torch, MODELS["cnn"], args)
+    steps = len(x_train) // args.batch
+    total = steps * args.max_epochs
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda step: 0.5 * (1 + math.cos(math.pi * min(step, total) / total)))
+    augment = augmenter(torch, args.tta_dataset_args)
+    accuracy, seconds = [], []
+    for _ in range(args.max_epochs):
+        synchronize(torch, args)
+        epoch_start = time.perf_counter()
+        perm = torch.randperm(len(x_train), device=args.device)
+        for i in range(steps):
+            idx = perm[i * args.batch:(i + 1) * args.batch]
+            train_step(torch, net, opt, augment(x_train[idx]), y_train[idx], args)
+            schedule.step()
+        accuracy.append(torch_accuracy(torch, net, x_test, y_test, args))
+        seconds.append(time.perf_counter() - epoch_start)
+    return accuracy, seconds, time.perf_counter() - start
+
+
+# ---- reports ----
 
 def sgemm_peak(build, threads):
     out = subprocess.run([f"{build}/tests/bench/bench_sgemm", "1024", str(threads)],
@@ -123,40 +451,177 @@ def sgemm_peak(build, threads):
     return float(out)
 
 
-def main():
+def setup_line(torch, args):
+    """The device part of the header lines."""
+    if args.device == "cpu":
+        return f"cpu, {args.threads} threads"
+    return (f"cuda ({torch.cuda.get_device_name()}), precision {args.precision}, "
+            f"--cuda-graphs {args.cuda_graphs}, PyTorch eager with "
+            f"cudnn.benchmark={torch.backends.cudnn.benchmark}, "
+            f"allow_tf32={torch.backends.cuda.matmul.allow_tf32}, {args.threads} threads")
+
+
+def last_column(args):
+    """(title, formatter of a row's data-wait share): the sgemm peak on the
+    CPU, scorch's data-wait share on a GPU."""
+    if args.device == "cpu":
+        # The best of three: a peak, and other processes only ever lower it.
+        peak = max(sgemm_peak(args.build, args.threads) for _ in range(3))
+        return f"{'sgemm peak GFLOP/s':>20}", lambda wait: f"{peak:20.1f}"
+    return f"{'scorch data wait':>18}", lambda wait: f"{wait:18.1%}"
+
+
+def throughput(torch, args):
+    """The samples/s table: one row per model and batch size."""
+    names = args.models.split(",")
+    check_param_counts(torch, args.build, names)
+    title, last = last_column(args)
+    warmup = SCORCH_WARMUP_EPOCHS[args.device]
+    print(f"scorch vs PyTorch {torch.__version__}: training samples/s on Fashion-MNIST, "
+          f"{setup_line(torch, args)}, Adam, {args.steps} steps"
+          f"{f' after {warmup} warm-up epoch (scorch)' if warmup else ''}, "
+          f"median of {args.runs} alternating runs")
+    print(f"{'model':8}{'batch':>6}{'scorch':>10}{'pytorch':>10}{'ratio':>8}"
+          f"{'scorch GFLOP/s':>16}{title}")
+    for name in names:
+        spec = MODELS[name]
+        flops = train_flops_per_sample(torch, spec["twin"](torch.nn))
+        for batch in args.batches:
+            ours, waits, theirs = [], [], []
+            for _ in range(args.runs):
+                rate, wait = scorch_rate(args, spec, batch)
+                ours.append(rate)
+                waits.append(wait)
+                theirs.append(torch_rate(torch, spec, args, batch))
+            s, t = statistics.median(ours), statistics.median(theirs)
+            print(f"{name:8}{batch:6}{s:10.0f}{t:10.0f}{s / t:7.2f}x{s * flops / 1e9:16.1f}"
+                  f"{last(statistics.median(waits))}")
+
+
+# One time-to-accuracy run: the first epoch at the target (None: never) and
+# the seconds to its end, the best accuracy and its epoch, the wall time.
+Outcome = namedtuple("Outcome", "epoch seconds best best_epoch wall")
+
+
+def outcome(run, target):
+    """The Outcome of one run's (accuracy per epoch, seconds per epoch, wall)."""
+    accuracy, seconds, wall = run
+    best = max(range(len(accuracy)), key=accuracy.__getitem__)
+    hit = next((e for e, a in enumerate(accuracy) if a >= target), None)
+    if hit is None:
+        return Outcome(None, None, accuracy[best], best + 1, wall)
+    return Outcome(hit + 1, sum(seconds[:hit + 1]), accuracy[best], best + 1, wall)
+
+
+def tta_row(name, runs, target):
+    """A framework's row: medians over the runs that reached the target (and
+    how many did, when not all), the median wall time, the best accuracy of
+    all runs. Returns the row and the median time to target (None: never
+    reached)."""
+    outcomes = [outcome(r, target) for r in runs]
+    reached = [o for o in outcomes if o.epoch is not None]
+    best = max(outcomes, key=lambda o: o.best)
+    wall = f"{statistics.median(o.wall for o in outcomes):16.1f} s"
+    best_text = f"{best.best:.4f} (epoch {best.best_epoch})"
+    if not reached:
+        return f"{name:9}{'-':>14}{'not reached':>16}{wall}{best_text:>22}", None
+    epoch = f"{statistics.median(o.epoch for o in reached):g}"
+    if len(reached) < len(runs):
+        epoch += f" ({len(reached)}/{len(runs)} runs)"
+    seconds = statistics.median(o.seconds for o in reached)
+    return f"{name:9}{epoch:>14}{seconds:14.1f} s{wall}{best_text:>22}", seconds
+
+
+def time_to_accuracy(torch, args):
+    """The time-to-accuracy report of the cnn plugin (module docstring)."""
+    check_param_counts(torch, args.build, ["cnn"])
+    augmentation = args.tta_dataset_args or "none"
+    print(f"scorch vs PyTorch {torch.__version__}: time to {args.time_to_acc} test accuracy, "
+          f"cnn ({MODELS['cnn']['args']}) on Fashion-MNIST, {setup_line(torch, args)}, "
+          f"batch {args.batch}, Adam lr 1e-3, cosine schedule over {args.max_epochs} epochs, "
+          f"augmentation {augmentation}, median of {args.runs} alternating runs")
+    print(f"{'':9}{'epoch':>14}{'time to target':>16}{f'wall, {args.max_epochs} epochs':>18}"
+          f"{'best test accuracy':>22}")
+    ours, theirs = [], []
+    for _ in range(args.runs):
+        ours.append(scorch_time_to_acc(args))
+        theirs.append(torch_time_to_acc(torch, args))
+    row, s = tta_row("scorch", ours, args.time_to_acc)
+    print(row)
+    row, t = tta_row("pytorch", theirs, args.time_to_acc)
+    print(row)
+    if s is None or t is None:
+        missed = " and ".join(n for n, v in (("scorch", s), ("pytorch", t)) if v is None)
+        print(f"no speed-up: {missed} did not reach {args.time_to_acc} in "
+              f"{args.max_epochs} epochs")
+    else:
+        print(f"scorch speed-up to {args.time_to_acc} (pytorch time / scorch time): {t / s:.2f}x")
+
+
+# ---- command line ----
+
+def parse_args():
+    """The options; the defaults that depend on --device filled in."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default="build")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32",
+                        help="GPU arithmetic of both frameworks (cuda only)")
+    parser.add_argument("--cuda-graphs", choices=("auto", "on", "off"), default="auto",
+                        help="scorch-train --cuda-graphs (cuda only)")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--steps", type=int, help="timed steps (default: cpu 300, cuda 2000)")
+    parser.add_argument("--batch", type=int, default=128,
+                        help="the batch size on the cpu, and of --time-to-acc")
+    parser.add_argument("--batches", help="comma-separated batch sizes (default: cpu --batch, "
+                        "cuda 128,512)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--workers", type=int, help="scorch's data-loader threads "
+                        "(default: cpu 1, cuda 4)")
     parser.add_argument("--models", default=",".join(MODELS),
                         help="comma-separated subset of " + ", ".join(MODELS))
+    parser.add_argument("--time-to-acc", type=float, metavar="ACCURACY",
+                        help="instead of throughput: time for the cnn to reach this test accuracy")
+    parser.add_argument("--max-epochs", type=int, default=15,
+                        help="epochs of --time-to-acc (default: 15)")
+    parser.add_argument("--tta-dataset-args", default="",
+                        help="fashion_mnist augmentation of --time-to-acc, done by both "
+                        "frameworks, such as crop_padding=2,hflip=true (default: none)")
     args = parser.parse_args()
+    gpu = args.device == "cuda"
+    if not gpu and args.precision != "fp32":
+        parser.error(f"--precision {args.precision} needs --device cuda")
+    unknown = set(args.models.split(",")) - set(MODELS)
+    if unknown:
+        parser.error(f"--models: unknown {', '.join(sorted(unknown))} "
+                     f"(known: {', '.join(MODELS)})")
+    unknown = set(parse_plugin_args(args.tta_dataset_args)) - AUGMENTATION_ARGS
+    if unknown:
+        parser.error(f"--tta-dataset-args: the PyTorch side does not do "
+                     f"{', '.join(sorted(unknown))} (only {', '.join(sorted(AUGMENTATION_ARGS))})")
+    args.steps = args.steps or (2000 if gpu else 300)
+    args.workers = args.workers if args.workers is not None else (4 if gpu else 1)
+    batches = args.batches or ("128,512" if gpu else str(args.batch))
+    args.batches = [int(b) for b in batches.split(",")]
+    return args
+
+
+def main():
+    args = parse_args()
     try:
         import torch
     except ImportError:
         print("bench_train: PyTorch is missing (tools/install-deps --bench)", file=sys.stderr)
         return 77  # meson's "skipped"
-    torch.set_num_threads(args.threads)
-
-    # The best of three: a peak, and other processes only ever lower it.
-    peak = max(sgemm_peak(args.build, args.threads) for _ in range(3))
-    print(f"scorch vs PyTorch {torch.__version__}: training samples/s on Fashion-MNIST, "
-          f"batch {args.batch}, Adam, {args.threads} threads, {args.steps} steps, "
-          f"median of {args.runs} alternating runs")
-    print(f"{'model':8}{'scorch':>10}{'pytorch':>10}{'ratio':>8}"
-          f"{'scorch GFLOP/s':>16}{'sgemm peak GFLOP/s':>20}")
-    for name in args.models.split(","):
-        spec = MODELS[name]
-        ours, theirs = [], []
-        for _ in range(args.runs):
-            ours.append(scorch_rate(args.build, spec, args))
-            theirs.append(torch_rate(torch, spec, args))
-        s, t = statistics.median(ours), statistics.median(theirs)
-        gflops = s * train_flops_per_sample(torch, spec["twin"](torch.nn)) / 1e9
-        print(f"{name:8}{s:10.0f}{t:10.0f}{s / t:7.2f}x{gflops:16.1f}{peak:20.1f}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print(f"bench_train: --device cuda: PyTorch {torch.__version__} sees no CUDA GPU "
+              "(torch.cuda.is_available() is False); skipped", file=sys.stderr)
+        return 77
+    configure_torch(torch, args)
+    if args.time_to_acc is not None:
+        time_to_accuracy(torch, args)
+    else:
+        throughput(torch, args)
     return 0
 
 
