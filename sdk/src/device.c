@@ -107,7 +107,7 @@ sc_status sc_tensor_copy(sc_tensor *dst, const sc_tensor *src)
     return sc_cuda_memcpy(dst->data, dst->device, src->data, src->device, bytes);
 }
 
-/* A tensor like src on ctx's device `dev`, from the matching arena. */
+/* A tensor shaped like src, on the host or on ctx's device, from the matching arena. */
 static sc_tensor *arena_like(sc_ctx *ctx, const sc_tensor *src, bool on_host)
 {
     sc_tensor *t = sc_ctx_alloc(ctx, sizeof *t);
