@@ -154,6 +154,37 @@ const char *sc_device_kind_name(sc_device_kind kind);
 sc_tensor *sc_op_run(sc_ctx *ctx, sc_op_id op, int n_inputs,
                      sc_tensor *const *inputs, const sc_op_params *params);
 
+/* concat along axis, as both backends walk it: the output is `outer` rows
+ * (the product of the dimensions before the axis), each the inputs'
+ * blocks side by side. */
+typedef struct sc_concat_geom {
+    int n;
+    int64_t outer, row;           /* rows, and elements per output row */
+    int64_t block[SC_CONCAT_MAX]; /* input i's elements per row */
+    int64_t off[SC_CONCAT_MAX];   /* where input i's block starts in a row */
+} sc_concat_geom;
+
+static inline sc_concat_geom sc_concat_geom_of(const sc_node *node)
+{
+    int axis = node->params.concat.axis;
+    const sc_tensor *out = node->out;
+    sc_concat_geom g; /* block[] and off[] past n stay unset */
+    g.n = node->n_inputs;
+    g.outer = 1;
+    g.row = 0;
+    int64_t inner = 1;
+    for (int d = 0; d < axis; d++)
+        g.outer *= out->shape[d];
+    for (int d = axis + 1; d < out->ndim; d++)
+        inner *= out->shape[d];
+    for (int i = 0; i < g.n; i++) {
+        g.off[i] = g.row;
+        g.block[i] = node->in[i]->shape[axis] * inner;
+        g.row += g.block[i];
+    }
+    return g;
+}
+
 /* Shape-inference helpers shared by descriptors. */
 sc_status sc_infer_same_as_input(const sc_node *node, sc_tensor *out);
 sc_status sc_infer_scalar(const sc_node *node, sc_tensor *out);

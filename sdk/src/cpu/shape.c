@@ -19,38 +19,11 @@ static sc_status reshape_backward(sc_node *node, const sc_tensor *gy, sc_tensor 
     return SC_OK;
 }
 
-/* concat along axis: the output is `outer` rows (the product of the
- * dimensions before the axis), each the inputs' blocks side by side. */
-typedef struct concat_geom {
-    int n;
-    int64_t outer, row;           /* rows, and elements per output row */
-    int64_t block[SC_CONCAT_MAX]; /* input i's elements per row */
-    int64_t off[SC_CONCAT_MAX];   /* where input i's block starts in a row */
-} concat_geom;
-
-static concat_geom concat_geom_of(const sc_node *node)
-{
-    int axis = node->params.concat.axis;
-    const sc_tensor *out = node->out;
-    concat_geom g = {.n = node->n_inputs, .outer = 1, .row = 0};
-    int64_t inner = 1;
-    for (int d = 0; d < axis; d++)
-        g.outer *= out->shape[d];
-    for (int d = axis + 1; d < out->ndim; d++)
-        inner *= out->shape[d];
-    for (int i = 0; i < g.n; i++) {
-        g.off[i] = g.row;
-        g.block[i] = node->in[i]->shape[axis] * inner;
-        g.row += g.block[i];
-    }
-    return g;
-}
-
 /* Copies bytes, so any dtype concatenates; the pieces (a row of one input)
  * run in parallel. */
 static sc_status concat_forward(sc_node *node)
 {
-    concat_geom g = concat_geom_of(node);
+    sc_concat_geom g = sc_concat_geom_of(node);
     size_t es = sc_dtype_size(node->out->dtype);
     char *y = node->out->data;
     int64_t pieces = g.outer * g.n;
@@ -68,7 +41,7 @@ static sc_status concat_forward(sc_node *node)
 /* gin[i] [outer, block_i] += its blocks of gy [outer, row] */
 static sc_status concat_backward(sc_node *node, const sc_tensor *gy, sc_tensor *const *gin)
 {
-    concat_geom g = concat_geom_of(node);
+    sc_concat_geom g = sc_concat_geom_of(node);
     const float *gyd = sc_tensor_f32(gy);
     int64_t pieces = g.outer * g.n;
 #pragma omp parallel for schedule(static) if (gy->numel > SC_CPU_PAR_MIN && pieces > 1)

@@ -26,35 +26,6 @@ static sc_status reshape_backward(sc_node *node, const sc_tensor *gy, sc_tensor 
     return SC_OK;
 }
 
-/* concat along axis: the output is `outer` rows (the product of the
- * dimensions before the axis), each the inputs' blocks side by side. */
-typedef struct concat_geom {
-    int n;
-    int64_t outer, row;           /* rows, and elements per output row */
-    int64_t block[SC_CONCAT_MAX]; /* input i's elements per row */
-    int64_t off[SC_CONCAT_MAX];   /* where input i's block starts in a row */
-} concat_geom;
-
-static concat_geom concat_geom_of(const sc_node *node)
-{
-    int axis = node->params.concat.axis;
-    const sc_tensor *out = node->out;
-    concat_geom g = {};
-    g.n = node->n_inputs;
-    g.outer = 1;
-    int64_t inner = 1;
-    for (int d = 0; d < axis; d++)
-        g.outer *= out->shape[d];
-    for (int d = axis + 1; d < out->ndim; d++)
-        inner *= out->shape[d];
-    for (int i = 0; i < g.n; i++) {
-        g.off[i] = g.row;
-        g.block[i] = node->in[i]->shape[axis] * inner;
-        g.row += g.block[i];
-    }
-    return g;
-}
-
 /* y [outer, row] columns off .. off + block <- x [outer, block]; T is the
  * element type, so any dtype copies */
 template <typename T>
@@ -73,7 +44,7 @@ static __global__ void concat_backward_kernel(const float *gy, float *gx, int64_
     GRID_STRIDE(e, n) gx[e] += gy[e / block * row + off + e % block];
 }
 
-template <typename T> static sc_status concat_copy(sc_node *node, const concat_geom &g)
+template <typename T> static sc_status concat_copy(sc_node *node, const sc_concat_geom &g)
 {
     cudaStream_t st = sc_cuda_stream(node->ctx);
     for (int i = 0; i < g.n; i++) {
@@ -88,7 +59,7 @@ template <typename T> static sc_status concat_copy(sc_node *node, const concat_g
 /* Copies elements of the dtype's size, so any dtype concatenates. */
 static sc_status concat_forward(sc_node *node)
 {
-    concat_geom g = concat_geom_of(node);
+    sc_concat_geom g = sc_concat_geom_of(node);
     switch (sc_dtype_size(node->out->dtype)) {
     case 8: return concat_copy<uint64_t>(node, g);
     case 4: return concat_copy<uint32_t>(node, g);
@@ -99,7 +70,7 @@ static sc_status concat_forward(sc_node *node)
 /* gin[i] [outer, block_i] += its blocks of gy [outer, row] */
 static sc_status concat_backward(sc_node *node, const sc_tensor *gy, sc_tensor *const *gin)
 {
-    concat_geom g = concat_geom_of(node);
+    sc_concat_geom g = sc_concat_geom_of(node);
     cudaStream_t st = sc_cuda_stream(node->ctx);
     for (int i = 0; i < g.n; i++) {
         if (!gin[i])
