@@ -185,6 +185,25 @@ static inline sc_concat_geom sc_concat_geom_of(const sc_node *node)
     return g;
 }
 
+/* layer norm over the last dimension, as both backends walk it:
+ * x [rows, d], with weight and bias [d] or NULL. */
+typedef struct sc_layer_norm_rows {
+    int64_t rows, d;
+    const float *w, *b; /* NULL when absent */
+} sc_layer_norm_rows;
+
+static inline sc_layer_norm_rows sc_layer_norm_rows_of(const sc_node *node)
+{
+    const sc_tensor *x = node->in[0];
+    const sc_layer_norm_params *p = &node->params.layer_norm;
+    sc_layer_norm_rows r;
+    r.d = x->shape[x->ndim - 1];
+    r.rows = r.d > 0 ? x->numel / r.d : 0;
+    r.w = p->has_weight ? (const float *)node->in[1]->data : NULL;
+    r.b = p->has_bias ? (const float *)node->in[1 + p->has_weight]->data : NULL;
+    return r;
+}
+
 /* Shape-inference helpers shared by descriptors. */
 sc_status sc_infer_same_as_input(const sc_node *node, sc_tensor *out);
 sc_status sc_infer_scalar(const sc_node *node, sc_tensor *out);

@@ -211,26 +211,11 @@ static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tens
 /* ---------------------------------------------------------------------
  * Layer norm: x [R, D], D the last dimension. */
 
-typedef struct ln_args {
-    int64_t rows, d;
-    const float *w, *b; /* NULL when absent */
-} ln_args;
-
-static ln_args ln_args_of(const sc_node *node)
-{
-    const sc_tensor *x = node->in[0];
-    const sc_layer_norm_params *p = &node->params.layer_norm;
-    int64_t d = x->shape[x->ndim - 1];
-    return (ln_args){d > 0 ? x->numel / d : 0, d,
-                     p->has_weight ? sc_tensor_f32(node->in[1]) : NULL,
-                     p->has_bias ? sc_tensor_f32(node->in[1 + p->has_weight]) : NULL};
-}
-
 /* y = (x - mean) rstd weight + bias per row; saved[0] [2, R] holds each
  * row's mean and rstd. */
 static sc_status layer_norm_forward(sc_node *node)
 {
-    ln_args a = ln_args_of(node);
+    sc_layer_norm_rows a = sc_layer_norm_rows_of(node);
     sc_tensor *stats = sc_tensor_new(node->ctx, SC_F32, 2, (int64_t[]){2, a.rows});
     if (!stats)
         return SC_ERR_NOMEM;
@@ -252,7 +237,7 @@ static sc_status layer_norm_forward(sc_node *node)
 }
 
 /* gweight [D] += sum_r g xh;  gbias [D] += sum_r g; by column blocks, rows in order. */
-static void layer_norm_param_grads(const ln_args *a, const float *x, const float *g,
+static void layer_norm_param_grads(const sc_layer_norm_rows *a, const float *x, const float *g,
                                    const float *mean, const float *rstd, float *gw, float *gb)
 {
     int64_t blocks = (a->d + COL_BLOCK - 1) / COL_BLOCK;
@@ -271,7 +256,7 @@ static void layer_norm_param_grads(const ln_args *a, const float *x, const float
 
 /* gx [R, D] += rstd (gxh - sum gxh / D - xh sum gxh xh / D) per row, with
  * gxh = g weight and xh = (x - mean) rstd */
-static void layer_norm_input_grad(const ln_args *a, const float *x, const float *g,
+static void layer_norm_input_grad(const sc_layer_norm_rows *a, const float *x, const float *g,
                                   const float *mean, const float *rstd, float *gx)
 {
 #pragma omp parallel for schedule(static) if (a->rows * a->d > SC_CPU_PAR_MIN)
@@ -290,7 +275,7 @@ static void layer_norm_input_grad(const ln_args *a, const float *x, const float 
 
 static sc_status layer_norm_backward(sc_node *node, const sc_tensor *gy, sc_tensor *const *gin)
 {
-    ln_args a = ln_args_of(node);
+    sc_layer_norm_rows a = sc_layer_norm_rows_of(node);
     const sc_layer_norm_params *p = &node->params.layer_norm;
     const float *x = sc_tensor_f32(node->in[0]), *g = sc_tensor_f32(gy),
                 *mean = sc_tensor_f32(node->saved[0]), *rstd = mean + a.rows;

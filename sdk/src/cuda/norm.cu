@@ -280,21 +280,6 @@ static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tens
 /* ---------------------------------------------------------------------
  * Layer norm: x [R, D], D the last dimension. */
 
-typedef struct ln_args {
-    int64_t rows, d;
-    const float *w, *b; /* NULL when absent */
-} ln_args;
-
-static ln_args ln_args_of(const sc_node *node)
-{
-    const sc_tensor *x = node->in[0];
-    const sc_layer_norm_params *p = &node->params.layer_norm;
-    int64_t d = x->shape[x->ndim - 1];
-    return ln_args{d > 0 ? x->numel / d : 0, d,
-                   p->has_weight ? sc_tensor_f32(node->in[1]) : NULL,
-                   p->has_bias ? sc_tensor_f32(node->in[1 + p->has_weight]) : NULL};
-}
-
 /* y [R, D] = (x - mean) rstd w + b per row, w and b optional; mean,
  * rstd [R]; a warp per row. */
 static __global__ void layer_norm_forward_kernel(const float *x, const float *w, const float *b,
@@ -393,7 +378,7 @@ static __global__ void layer_norm_param_sums_kernel(const float *part, float *gw
 }
 
 /* gw [D] += sum_r g xh;  gb [D] += sum_r g (rows >= 0, D >= 1). */
-static sc_status layer_norm_param_grads(sc_ctx *ctx, const ln_args *a, const float *x,
+static sc_status layer_norm_param_grads(sc_ctx *ctx, const sc_layer_norm_rows *a, const float *x,
                                         const float *g, const float *mean, const float *rstd,
                                         float *gw, float *gb)
 {
@@ -421,7 +406,7 @@ static sc_status layer_norm_param_grads(sc_ctx *ctx, const ln_args *a, const flo
  * row's mean and rstd. */
 static sc_status layer_norm_forward(sc_node *node)
 {
-    ln_args a = ln_args_of(node);
+    sc_layer_norm_rows a = sc_layer_norm_rows_of(node);
     int64_t shape[2] = {2, a.rows};
     sc_tensor *stats = sc_tensor_new(node->ctx, SC_F32, 2, shape);
     if (!stats)
@@ -438,7 +423,7 @@ static sc_status layer_norm_forward(sc_node *node)
 
 static sc_status layer_norm_backward(sc_node *node, const sc_tensor *gy, sc_tensor *const *gin)
 {
-    ln_args a = ln_args_of(node);
+    sc_layer_norm_rows a = sc_layer_norm_rows_of(node);
     const sc_layer_norm_params *p = &node->params.layer_norm;
     const float *x = sc_tensor_f32(node->in[0]), *g = sc_tensor_f32(gy),
                 *mean = sc_tensor_f32(node->saved[0]), *rstd = mean + a.rows;
