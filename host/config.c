@@ -184,6 +184,10 @@ static const config_option options[] = {
     {.name = "device", FIELD(device), .def = "", .shown_def = "the model's preference, else cpu",
      .arg = "DEVICE", .check = check_device, .programs = BOTH, .group = GROUP_DEVICES,
      .help = "cpu, cuda, cuda:N, cuda:N,M,..., auto, parallel or distributed_dataparallel"},
+    {.name = "replicas", FIELD(replicas), .def = "0", .shown_def = "one per GPU --device names",
+     .arg = "N", .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_DEVICES,
+     .help = "data parallel in one process: N replicas, a thread each (--device cpu, "
+             "parallel or cuda:N,M,...)"},
     {.name = "precision", FIELD(precision), .def = "fp32", .choices = "fp32|tf32|bf16",
      .programs = BOTH, .group = GROUP_DEVICES,
      .help = "GPU arithmetic: tf32 or bf16 matrix products and convolutions (fp32 master "

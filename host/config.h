@@ -55,6 +55,7 @@ typedef struct sc_config {
     int prefetch;                   /* --prefetch (4) */
     int threads;                    /* --threads (0 = all cores) for compute */
     char device[32];                /* --device ("": the model's preference, else cpu) */
+    int replicas;                   /* --replicas (0 = one per GPU --device names, else 1) */
     char precision[8];              /* --precision fp32|tf32|bf16 (fp32) */
     char cuda_graphs[8];            /* --cuda-graphs auto|on|off (auto) */
     /* data parallelism (docs/distributed.md) */

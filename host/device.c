@@ -146,14 +146,56 @@ sc_status sc_device_lock(const char *dir, int index, const char *holder, int *fd
                         index, who);
 }
 
+/* ---- replicas ---- */
+
+sc_status sc_device_replicas(const char *text, const char *source, int requested,
+                             const sc_gpu_inventory *gpus, int *replicas)
+{
+    sc_device_request req;
+    sc_status st = sc_device_parse(text, &req);
+    if (st != SC_OK)
+        return sc_error_wrap(st, "%s", source);
+    int gpu_count = req.mode == SC_DEVICES_PARALLEL ? gpus->count
+                    : req.mode == SC_DEVICES_CUDA   ? req.n
+                                                    : 1;
+    *replicas = requested > 0 ? requested : gpu_count;
+    switch (req.mode) {
+    case SC_DEVICES_CPU: return SC_OK;
+    case SC_DEVICES_PARALLEL:
+        if (gpus->count == 0)
+            return sc_error_set(SC_ERR_UNSUPPORTED, "%s %s: %s; for replicas on the cpu use "
+                                "--device cpu --replicas N",
+                                source, text,
+                                gpus->backend ? "no GPU found" : "this build has no CUDA backend");
+        if (*replicas > gpus->count)
+            return sc_error_set(SC_ERR_INVALID, "--replicas %d with %s %s: this machine has %d "
+                                "GPU%s, one per replica", *replicas, source, text, gpus->count,
+                                gpus->count == 1 ? "" : "s");
+        return SC_OK;
+    case SC_DEVICES_CUDA:
+        if (*replicas != req.n)
+            return sc_error_set(SC_ERR_INVALID, "--replicas %d with %s %s: one replica per "
+                                "GPU, and %d GPU%s listed", *replicas, source, text, req.n,
+                                req.n == 1 ? " is" : "s are");
+        return SC_OK;
+    case SC_DEVICES_AUTO:
+    case SC_DEVICES_DDP:
+        if (*replicas > 1)
+            return sc_error_set(SC_ERR_INVALID, "--replicas %d with %s %s: that is one device "
+                                "(replicas: --device cpu, parallel or cuda:N,M,...; more ranks: "
+                                "mpirun with distributed_dataparallel)", *replicas, source, text);
+        return SC_OK;
+    }
+    return SC_OK;
+}
+
 /* ---- allocation ---- */
 
 static sc_status hold(sc_device_set *set, const sc_device_env *env, int index)
 {
-    int fd;
-    SC_TRY(sc_device_lock(env->lock_dir, index, env->holder, &fd));
-    set->held[set->n] = (sc_device){SC_DEVICE_CUDA, index};
-    set->lock_fd[set->n++] = fd;
+    SC_TRY(sc_device_lock(env->lock_dir, index, env->holder, &set->lock_fd));
+    set->device = (sc_device){SC_DEVICE_CUDA, index};
+    set->n = 1;
     return SC_OK;
 }
 
@@ -171,17 +213,17 @@ static sc_status no_gpu(const char *text, const char *source, const sc_gpu_inven
                         gpus->backend ? "no GPU found" : "this build has no CUDA backend");
 }
 
+/* Replica env->local_rank of a list: its GPU, once every GPU listed is
+ * known to exist. */
 static sc_status hold_listed(sc_device_set *set, const sc_device_request *req,
                              const sc_device_env *env, const char *text, const char *source)
 {
-    for (int i = 0; i < req->n; i++) {
+    for (int i = 0; i < req->n; i++)
         if (req->index[i] >= env->gpus->count)
             return sc_error_set(SC_ERR_INVALID, "%s %s: this machine has %d GPUs (cuda:0 to "
                                 "cuda:%d)", source, text, env->gpus->count,
                                 env->gpus->count - 1);
-        SC_TRY(hold_asked(set, env, req->index[i], text, source));
-    }
-    return SC_OK;
+    return hold_asked(set, env, req->index[env->local_rank % req->n], text, source);
 }
 
 /* auto: the free GPU with the most free memory. When every GPU is held,
@@ -218,14 +260,10 @@ static sc_status allocate(const sc_device_request *req, const char *text, const 
         }
         return hold_best_free(set, env, text, source);
     case SC_DEVICES_DDP:
-        return gpus->count == 0 ? SC_OK
-                                : hold_asked(set, env, env->local_rank % gpus->count, text, source);
     case SC_DEVICES_PARALLEL:
         if (gpus->count == 0)
-            return no_gpu(text, source, gpus);
-        for (int i = 0; i < gpus->count && i < SC_MAX_DEVICES; i++)
-            SC_TRY(hold_asked(set, env, i, text, source));
-        return SC_OK;
+            return req->mode == SC_DEVICES_DDP ? SC_OK : no_gpu(text, source, gpus);
+        return hold_asked(set, env, env->local_rank % gpus->count, text, source);
     case SC_DEVICES_CUDA:
         return gpus->count == 0 ? no_gpu(text, source, gpus)
                                 : hold_listed(set, req, env, text, source);
@@ -236,7 +274,7 @@ static sc_status allocate(const sc_device_request *req, const char *text, const 
 sc_status sc_device_allocate(const char *text, const char *source, const sc_device_env *env,
                              sc_device_set *out)
 {
-    *out = (sc_device_set){.device = {SC_DEVICE_CPU, 0}};
+    *out = (sc_device_set){.device = {SC_DEVICE_CPU, 0}, .lock_fd = -1};
     sc_device_request req;
     sc_status st = sc_device_parse(text, &req);
     if (st != SC_OK)
@@ -246,20 +284,18 @@ sc_status sc_device_allocate(const char *text, const char *source, const sc_devi
         sc_device_release(out);
         return st;
     }
-    if (out->n)
-        out->device = out->held[0];
     return SC_OK;
 }
 
 void sc_device_set_holder(const sc_device_set *set, const char *holder)
 {
-    for (int i = 0; i < set->n; i++)
-        write_holder(set->lock_fd[i], holder);
+    if (set->n)
+        write_holder(set->lock_fd, holder);
 }
 
 void sc_device_release(sc_device_set *set)
 {
-    for (int i = 0; i < set->n; i++)
-        close(set->lock_fd[i]);
+    if (set->n)
+        close(set->lock_fd);
     set->n = 0;
 }

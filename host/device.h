@@ -4,12 +4,17 @@
  * the cpu when neither says) is one of
  *   cpu                       the CPU
  *   cuda, cuda:N              GPU 0, GPU N
- *   cuda:N,M,...              those GPUs, driven together (as parallel)
+ *   cuda:N,M,...              those GPUs, one replica on each (as parallel)
  *   auto                      the free GPU with the most free memory; on a
  *                             machine without GPUs, the cpu, with a note
- *   parallel                  every GPU of the machine, from one process
+ *   parallel                  every GPU of the machine, from one process: a
+ *                             replica (a thread, dist.h) on each
  *   distributed_dataparallel  one device per MPI rank: GPU (local rank mod
  *                             GPUs), or the cpu on a machine without GPUs
+ *
+ * A process drives one or more replicas (sc_device_replicas); each holds
+ * one device: replica R of a list or of parallel the list's R-th GPU or
+ * GPU R, every replica of cpu the CPU.
  *
  * A GPU is held by one run at a time: allocating it takes an flock on
  * <lock dir>/scorch-device-cuda-<N>.lock, which records the holder's PID
@@ -61,35 +66,44 @@ typedef struct sc_gpu_inventory {
 /* Asks libscorch's GPU backend (none in a build without nvcc). */
 void sc_gpu_inventory_probe(sc_gpu_inventory *out);
 
-/* Where a run allocates: the lock directory, who it is (recorded in the
- * locks) and which GPUs the machine has. */
+/* How many replicas one process drives for `text`: `requested`
+ * (--replicas) when > 0, else one per GPU of parallel (every GPU of
+ * `gpus`) or of a GPU list, else 1. Refused, saying why: parallel without
+ * GPUs, more replicas than GPUs, a count that differs from a list's, and
+ * more than one replica of one GPU (cuda:N, auto) or of
+ * distributed_dataparallel (one device per rank). */
+sc_status sc_device_replicas(const char *text, const char *source, int requested,
+                             const sc_gpu_inventory *gpus, int *replicas);
+
+/* Where a replica or rank allocates: the lock directory, who it is
+ * (recorded in the locks) and which GPUs the machine has. */
 typedef struct sc_device_env {
     const char *lock_dir;
     const char *holder;   /* the run directory, or what the run is */
-    int local_rank;       /* distributed_dataparallel: this rank on its node */
+    int local_rank;       /* this replica, or this MPI rank on its node */
     const sc_gpu_inventory *gpus;
 } sc_device_env;
 
-/* The devices a run holds. */
+/* The device a replica or rank holds. */
 typedef struct sc_device_set {
-    sc_device device;                 /* where this process computes */
-    int n;                            /* GPUs held (0 on the cpu) */
-    sc_device held[SC_MAX_DEVICES];
-    int lock_fd[SC_MAX_DEVICES];
-    char note[160];                   /* a choice worth telling, or "" */
+    sc_device device;     /* where it computes */
+    int n;                /* GPUs held: 0 on the cpu, else 1 (device) */
+    int lock_fd;
+    char note[160];       /* a choice worth telling, or "" */
 } sc_device_set;
 
 /* Resolves `text` (already parsed by the config; `source` names where it
- * came from in messages: "--device" or the model's file) and locks the
- * GPUs it names. On an error nothing is held. */
+ * came from in messages: "--device" or the model's file) for the replica
+ * or rank env->local_rank and locks the GPU it gets. On an error nothing
+ * is held. */
 sc_status sc_device_allocate(const char *text, const char *source, const sc_device_env *env,
                              sc_device_set *out);
 
-/* Records a new holder (the run directory, once it is known) in every
- * lock of set. */
+/* Records a new holder (the run directory, once it is known) in the
+ * set's lock. */
 void sc_device_set_holder(const sc_device_set *set, const char *holder);
 
-/* Drops every lock; a zeroed set is fine. */
+/* Drops the lock; a zeroed set is fine. */
 void sc_device_release(sc_device_set *set);
 
 /* Locks GPU `index` for holder, or fails naming the run that holds it;

@@ -1,7 +1,7 @@
 /* dist.c — data parallelism over ranks (dist.h): joining the job, checks
  * and agreement, the start-up comparison, bucketed gradient averaging
- * overlapped with backward, and the phase sums. The transport is behind
- * dist_comm.h; a single process never reaches it (d->ops is NULL).
+ * overlapped with backward, and the phase sums. The transports are behind
+ * dist_comm.h; a single process never reaches one (d->ops is NULL).
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "dist.h"
@@ -38,7 +38,8 @@ typedef struct sc_range {
 } sc_range;
 
 struct sc_dist {
-    int rank, world, local_size, nodes;
+    int rank, world, local_rank, local_size, nodes;
+    bool replicas;          /* the ranks are threads of this process */
     int accumulate;
     int64_t batch_size;
     double bucket_mb;
@@ -65,9 +66,10 @@ struct sc_dist {
     double comm_s;
 };
 
-/* Process-wide, like the MPI job itself: what main needs after the
- * trainer, and with it the sc_dist, is gone. */
-static struct {
+/* Per thread, as a rank is a process or a replica's thread: what main
+ * (or the replica's thread) needs after the trainer, and with it the
+ * sc_dist, is gone. */
+static _Thread_local struct {
     char prefix[32];
     bool prefix_known;
     bool silent; /* another rank reports this process's failure */
@@ -129,32 +131,24 @@ void sc_dist_print_error(const char *program)
 
 /* ---- the job ---- */
 
-static const sc_comm_ops *transport(void)
+/* This rank's place in the job, from its transport. */
+static void adopt(sc_dist *d, const sc_comm_ops *ops, const sc_comm_info *info)
 {
-#if SC_HAVE_MPI
-    return &sc_comm_mpi;
-#else
-    return NULL;
-#endif
+    d->ops = ops;
+    d->rank = info->rank;
+    d->world = info->world;
+    d->local_rank = info->local_rank;
+    d->local_size = info->local_size;
+    d->nodes = info->nodes;
+    set_prefix(d->rank, d->world);
 }
 
-static sc_status join(sc_dist *d, const sc_config *cfg, int expected, bool keep_alone)
+#if SC_HAVE_MPI
+static sc_status join_mpi(sc_dist *d, const sc_config *cfg, int expected, bool keep_alone)
 {
-    const sc_comm_ops *ops = transport();
-    if (!ops)
-        return sc_error_set(SC_ERR_UNSUPPORTED,
-                            "started by a launcher as one of %d processes, but this "
-                            "scorch-train was built without MPI (install libopenmpi-dev and "
-                            "rebuild)", expected);
     sc_comm_info info;
-    d->timeout_s = cfg->collective_timeout;
-    SC_TRY(ops->open(cfg->collective_timeout, &d->comm, &info));
-    d->ops = ops;
-    d->rank = info.rank;
-    d->world = info.world;
-    d->local_size = info.local_size;
-    d->nodes = info.nodes;
-    set_prefix(d->rank, d->world);
+    SC_TRY(sc_comm_mpi_open(cfg->collective_timeout, &d->comm, &info));
+    adopt(d, &sc_comm_mpi, &info);
     if (expected > 0 && info.world != expected)
         return sc_error_set(SC_ERR_STATE,
                             "the launcher started %d processes but MPI sees a world of %d: "
@@ -162,7 +156,7 @@ static sc_status join(sc_dist *d, const sc_config *cfg, int expected, bool keep_
                             "--mpi plugin this Open MPI was built for, e.g. --mpi=pmix)",
                             expected, info.world);
     if (d->world == 1 && !keep_alone) { /* launched as one process: nothing to share */
-        ops->close(d->comm);
+        d->ops->close(d->comm);
         d->ops = NULL;
         d->comm = NULL;
     } else if (d->rank != 0 && !freopen("/dev/null", "w", stdout)) {
@@ -170,8 +164,27 @@ static sc_status join(sc_dist *d, const sc_config *cfg, int expected, bool keep_
     }
     return SC_OK;
 }
+#else
+static sc_status join_mpi(sc_dist *d, const sc_config *cfg, int expected, bool keep_alone)
+{
+    (void)d, (void)cfg, (void)keep_alone;
+    return sc_error_set(SC_ERR_UNSUPPORTED,
+                        "started by a launcher as one of %d processes, but this "
+                        "scorch-train was built without MPI (install libopenmpi-dev and "
+                        "rebuild)", expected);
+}
+#endif
 
-sc_status sc_dist_open(const sc_config *cfg, sc_dist **out)
+static sc_status join_team(sc_dist *d, const sc_dist_seat *seat)
+{
+    sc_comm_info info;
+    SC_TRY(sc_comm_threads_join(seat->team, seat->rank, &d->comm, &info));
+    adopt(d, &sc_comm_threads, &info);
+    d->replicas = true;
+    return SC_OK;
+}
+
+sc_status sc_dist_open(const sc_config *cfg, const sc_dist_seat *seat, sc_dist **out)
 {
     *out = NULL;
     sc_dist *d = calloc(1, sizeof *d);
@@ -181,7 +194,10 @@ sc_status sc_dist_open(const sc_config *cfg, sc_dist **out)
     d->accumulate = cfg->accumulate;
     d->batch_size = cfg->batch_size;
     d->bucket_mb = cfg->bucket_mb;
+    d->timeout_s = cfg->collective_timeout;
     *out = d;
+    if (seat)
+        return join_team(d, seat);
     /* One launched process is a single process, unless the user asked for
      * the data-parallel machinery by name: then it runs with one rank
      * (which measures what communication costs). */
@@ -189,7 +205,7 @@ sc_status sc_dist_open(const sc_config *cfg, sc_dist **out)
     bool named = strcmp(cfg->device, "distributed_dataparallel") == 0;
     if (expected == 0 || (expected == 1 && !named))
         return SC_OK;
-    return join(d, cfg, expected, named);
+    return join_mpi(d, cfg, expected, named);
 }
 
 void sc_dist_close(sc_dist *d)
@@ -207,6 +223,7 @@ void sc_dist_close(sc_dist *d)
 
 int sc_dist_rank(const sc_dist *d) { return d ? d->rank : 0; }
 int sc_dist_world(const sc_dist *d) { return d ? d->world : 1; }
+int sc_dist_local_rank(const sc_dist *d) { return d ? d->local_rank : 0; }
 bool sc_dist_is_root(const sc_dist *d) { return sc_dist_rank(d) == 0; }
 
 int sc_dist_threads(const sc_dist *d, int requested)
@@ -790,8 +807,8 @@ static sc_status share_state(sc_dist *d, sc_optim *opt, sc_train_state *state)
     return SC_OK;
 }
 
-/* GPU ranks sum their gradients with NCCL (its own stream), keeping MPI
- * for the control plane. */
+/* GPU ranks sum their gradients with NCCL (its own stream), keeping their
+ * transport for the control plane. */
 static sc_status use_gpu_transport(sc_dist *d, sc_ctx *ctx)
 {
     sc_device dev = sc_ctx_device(ctx);
@@ -800,8 +817,8 @@ static sc_status use_gpu_transport(sc_dist *d, sc_ctx *ctx)
 #if SC_HAVE_NCCL
     sc_comm_info info = {.rank = d->rank, .world = d->world};
     sc_comm *wrapped;
-    SC_TRY(sc_comm_nccl_wrap(d->comm, &info, d->timeout_s, dev.index, sc_ctx_cuda_stream(ctx),
-                             &wrapped));
+    SC_TRY(sc_comm_nccl_wrap(d->ops, d->comm, &info, d->timeout_s, dev.index,
+                             sc_ctx_cuda_stream(ctx), &wrapped));
     d->comm = wrapped;
     d->ops = &sc_comm_nccl;
     return SC_OK;
@@ -972,12 +989,33 @@ void sc_dist_describe(const sc_dist *d, const sc_config *cfg, sc_run_log *log)
     if (!d->ops)
         return;
     double mib = (double)sc_params_trainable_numel(d->params) * sizeof(float) / (1 << 20);
-    sc_run_log_info(log, "data parallel over %s: %d ranks on %d node%s, %d compute thread%s "
-                    "per rank; global batch %lld (%lld per rank x %d ranks x %d accumulated); "
-                    "%d gradient bucket%s of at most %g MiB, %.3g MiB of gradients per step",
-                    d->ops->name, d->world, d->nodes, d->nodes == 1 ? "" : "s",
-                    sc_cpu_threads(), sc_cpu_threads() == 1 ? "" : "s",
+    char where[64];
+    if (d->replicas)
+        snprintf(where, sizeof where, "%d replicas (threads of one process)", d->world);
+    else
+        snprintf(where, sizeof where, "%d ranks on %d node%s", d->world, d->nodes,
+                 d->nodes == 1 ? "" : "s");
+    sc_run_log_info(log, "data parallel over %s: %s, %d compute thread%s per rank; global "
+                    "batch %lld (%lld per rank x %d ranks x %d accumulated); %d gradient "
+                    "bucket%s of at most %g MiB, %.3g MiB of gradients per step",
+                    d->ops->name, where, sc_cpu_threads(), sc_cpu_threads() == 1 ? "" : "s",
                     (long long)(cfg->batch_size * d->world * cfg->accumulate),
                     (long long)cfg->batch_size, d->world, cfg->accumulate, d->n_buckets,
                     d->n_buckets == 1 ? "" : "s", cfg->bucket_mb, mib);
+}
+
+sc_status sc_dist_replicas(const sc_config *cfg, const char *device, const char *source,
+                           int *replicas)
+{
+    sc_gpu_inventory gpus = {0};
+    if (strcmp(device, "cpu") != 0) /* spares CPU runs loading the GPU backend */
+        sc_gpu_inventory_probe(&gpus);
+    SC_TRY(sc_device_replicas(device, source, cfg->replicas, &gpus, replicas));
+    if (*replicas > 1 && launch_world() != 0)
+        return sc_error_set(SC_ERR_INVALID,
+                            "%d replicas (%s %s%s) in a process that mpirun or srun started: "
+                            "a rank drives one device; start more ranks instead, with "
+                            "--device distributed_dataparallel",
+                            *replicas, source, device, cfg->replicas ? " and --replicas" : "");
+    return SC_OK;
 }

@@ -2,9 +2,12 @@
  * of the model on its share of each global batch (docs/distributed.md).
  *
  * A run started by mpirun or srun (seen in the launcher's environment)
- * joins the job over MPI and becomes one rank of a world; any other run is
- * a world of one that never touches MPI, and then everything here is a
- * no-op or plain local work, so single-process training is unchanged.
+ * joins the job over MPI and becomes one rank of a world. A run asked for
+ * replicas (--replicas N, --device parallel, --device cuda:N,M,...) is a
+ * world of its own threads, one rank each, whose collectives stay in the
+ * process. Any other run is a world of one that never communicates, and
+ * then everything here is a no-op or plain local work, so single-process
+ * training is unchanged.
  *
  * What keeps ranks from hanging. Every collective here begins with a
  * *check*: one small allreduce in which each rank reports whether it
@@ -19,9 +22,9 @@
  * --collective-timeout (a rank died or hangs) aborts the job with a
  * message naming the collective.
  *
- * Thread rule: the training thread calls everything here, except
- * sc_dist_log_prefix and sc_dist_print_error, which main may call after
- * the trainer is gone.
+ * Thread rule: a rank's training thread calls everything here for its
+ * rank, except sc_dist_log_prefix and sc_dist_print_error, which may also
+ * be called after its trainer is gone; what they know is per thread.
  */
 #ifndef SCORCH_HOST_DIST_H
 #define SCORCH_HOST_DIST_H
@@ -37,13 +40,44 @@
 
 typedef struct sc_dist sc_dist;
 
+/* What the exit codes of ranks mean to scorch-train. */
+enum { SC_EXIT_INTERRUPTED = 130 };
+
+/* ---- replicas: ranks that are threads of this process ---- */
+
+/* A replica's place: its rank in a team of threads (dist_comm.h). */
+typedef struct sc_dist_seat {
+    struct sc_comm_team *team;
+    int rank;
+} sc_dist_seat;
+
+/* How many replicas this process is to drive: --replicas when given, else
+ * one per GPU that --device parallel (every GPU) or cuda:N,M,... names,
+ * else 1. `device` is the resolved --device text (the model's preference
+ * when --device is not given), `source` where it came from. An error says
+ * why the combination cannot run: more replicas than GPUs, a count that
+ * does not match a GPU list, several replicas of one GPU or of
+ * distributed_dataparallel, or replicas in a process a launcher started
+ * (one device per MPI rank). */
+sc_status sc_dist_replicas(const sc_config *cfg, const char *device, const char *source,
+                           int *replicas);
+
+/* Runs body on `replicas` threads, each a rank of one job over the threads
+ * transport with its collectives' deadline timeout_s, and returns when all
+ * have ended: the worst of their exit codes (0, 1 for a failure or
+ * SC_EXIT_INTERRUPTED; a failure outranks a stop). */
+int sc_dist_run_replicas(int replicas, double timeout_s,
+                         int (*body)(const sc_dist_seat *seat, void *arg), void *arg);
+
 /* ---- the job ---- */
 
-/* Joins the job when a launcher started this process (MPI_Init_thread,
- * rank and world, local rank from MPI_Comm_split_type); else a world of
- * one. Ranks other than 0 send stdout to /dev/null: rank 0 speaks for the
- * job, and errors go to stderr prefixed with the rank. */
-sc_status sc_dist_open(const sc_config *cfg, sc_dist **out);
+/* Joins the job: seat's team when it is not NULL; else the MPI job when a
+ * launcher started this process (MPI_Init_thread, rank and world, local
+ * rank from MPI_Comm_split_type); else a world of one. Rank 0 speaks for
+ * the job: a launched rank other than 0 sends its stdout to /dev/null
+ * (replicas other than 0 are quiet), and errors go to stderr prefixed
+ * with the rank. */
+sc_status sc_dist_open(const sc_config *cfg, const sc_dist_seat *seat, sc_dist **out);
 /* Frees it; NULL is a no-op. The process leaves the MPI job at exit, so
  * that main reports an error before any rank can end (mpirun then ends
  * the others). */
@@ -52,12 +86,14 @@ void sc_dist_close(sc_dist *d);
 /* Rank and world size; 0 and 1 for NULL or a single process. */
 int sc_dist_rank(const sc_dist *d);
 int sc_dist_world(const sc_dist *d);
+/* This rank's place among the ranks on its node (its GPU, device.h). */
+int sc_dist_local_rank(const sc_dist *d);
 bool sc_dist_is_root(const sc_dist *d);
 
 /* Compute threads for this rank: `requested` when > 0; else all cores for
  * a single process, and for a rank OMP_NUM_THREADS when set, else its
  * share of the cores (the cores it is bound to, or the node's cores over
- * the ranks on the node). */
+ * the ranks or replicas on the node). */
 int sc_dist_threads(const sc_dist *d, int requested);
 
 /* The random stream of micro-batch `micro` of an optimizer step, from the
@@ -153,7 +189,8 @@ void sc_dist_describe(const sc_dist *d, const sc_config *cfg, sc_run_log *log);
 /* ---- reporting ---- */
 
 /* "[rank R] " in a job of several ranks (known from the launcher's
- * environment even before MPI starts), else "". */
+ * environment even before MPI starts, and set for a replica's thread when
+ * it joins), else "". */
 const char *sc_dist_log_prefix(void);
 
 /* Prints "<prefix><program>: <this thread's error message>" to stderr,

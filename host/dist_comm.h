@@ -1,21 +1,30 @@
-/* dist_comm.h — the transport under dist.c (private to it): collectives
- * over every rank of the job, each waited for with a deadline.
+/* dist_comm.h — the transports under dist.c (private to it and to
+ * dist_threads.c): collectives over every rank of the job, each waited for
+ * with a deadline.
  *
  * Two planes. The control plane (max_ints, broadcast, allgather) moves a
  * few bytes of host memory: status checks, start-up state, metric sums.
  * The data plane (buckets, sum_start/test/wait) sums gradient buckets in
- * place and lets the caller overlap that with backward. The MPI table
- * below does both for CPU ranks; for GPU ranks the NCCL table
- * (dist_nccl.c) runs the data plane with NCCL on its own stream
- * (bootstrapped with ncclGetUniqueId on rank 0 and a control-plane
- * broadcast) and hands the control plane to MPI's.
+ * place and lets the caller overlap that with backward.
+ *
+ * Three transports:
+ *   MPI      (dist_mpi.c)     ranks are processes started by mpirun or srun;
+ *   threads  (dist_threads.c) ranks are threads of one process, replicas
+ *                             (--replicas, --device parallel): collectives
+ *                             in shared memory;
+ *   NCCL     (dist_nccl.c)    for GPU ranks of either kind: the data plane
+ *                             in GPU memory on NCCL's own stream
+ *                             (bootstrapped with ncclGetUniqueId on rank 0
+ *                             and a control-plane broadcast), the control
+ *                             plane that of the transport it wraps.
  *
  * A collective that misses its deadline (--collective-timeout) means a
  * rank died or hangs: the transport prints which collective it was and
- * aborts the whole job (MPI_Abort), the only exit left once a collective
+ * ends the whole job (abort_job), the only exit left once a collective
  * can no longer complete. So none of these calls returns a failure.
  *
- * Thread rule: the thread that opened the transport makes every call.
+ * Thread rule: the thread that opened (or joined) a transport makes every
+ * call on it.
  */
 #ifndef SCORCH_HOST_DIST_COMM_H
 #define SCORCH_HOST_DIST_COMM_H
@@ -36,11 +45,12 @@ typedef struct sc_comm_info {
 
 typedef struct sc_comm_ops {
     const char *name;
-    /* Joins the job (MPI_Init_thread) and describes this rank in it. */
-    sc_status (*open)(double timeout_s, sc_comm **out, sc_comm_info *info);
-    /* Frees the transport; every bucket must be waited for. The process
-     * leaves the job (MPI_Finalize) at exit. */
+    /* Frees this rank's end of the transport; every bucket must be waited
+     * for. */
     void (*close)(sc_comm *c);
+    /* Ends the whole job at once, after the caller has said why
+     * (MPI_Abort; _exit for threads). Does not return. */
+    void (*abort_job)(sc_comm *c);
 
     /* values[i] = the maximum of values[i] over all ranks. */
     void (*max_ints)(sc_comm *c, int *values, int n, const char *what);
@@ -60,24 +70,39 @@ typedef struct sc_comm_ops {
     void (*sum_wait)(sc_comm *c, int bucket, const char *what);
 } sc_comm_ops;
 
-#if SC_HAVE_MPI
-extern const sc_comm_ops sc_comm_mpi;
-
 /* Polls test(arg) until it is true: yielding the core between tests, then
- * napping; past timeout_s it reports `what` and aborts the job. */
-void sc_comm_wait(double timeout_s, bool (*test)(void *), void *arg, const char *what);
+ * napping. Past timeout_s it says that `what` did not complete and ends
+ * the job through ops->abort_job(c). (dist_comm.c) */
+void sc_comm_wait(const sc_comm_ops *ops, sc_comm *c, double timeout_s, bool (*test)(void *),
+                  void *arg, const char *what);
+
+#if SC_HAVE_MPI
+/* Joins the job (MPI_Init_thread) and describes this rank in it. The
+ * process leaves the job (MPI_Finalize) at exit. */
+sc_status sc_comm_mpi_open(double timeout_s, sc_comm **out, sc_comm_info *info);
+extern const sc_comm_ops sc_comm_mpi;
 #endif
+
+/* Replicas: a team of `world` threads of this process, made before they
+ * start and freed after they all end. Each thread joins it as rank `rank`
+ * (0 <= rank < world), once. */
+typedef struct sc_comm_team sc_comm_team;
+sc_status sc_comm_team_new(int world, double timeout_s, sc_comm_team **out);
+void sc_comm_team_free(sc_comm_team *team);
+sc_status sc_comm_threads_join(sc_comm_team *team, int rank, sc_comm **out,
+                               sc_comm_info *info);
+extern const sc_comm_ops sc_comm_threads;
 
 #if SC_HAVE_NCCL
 /* GPU ranks: the data plane in GPU memory, summed by NCCL on its own
- * stream, the control plane still MPI's. sc_comm_nccl_wrap takes over an
- * open MPI transport `mpi` (closing it on close) for a rank computing on
- * GPU `device` whose kernels run on `compute` (a cudaStream_t): a bucket
+ * stream, the control plane still that of `ctl` (MPI or threads), which
+ * it takes over (closing it on close). For a rank computing on GPU
+ * `device` whose kernels run on `compute` (a cudaStream_t): a bucket
  * starts after the kernels queued there when sum_start is called, and the
  * kernels queued there after sum_wait run after its sum. */
 extern const sc_comm_ops sc_comm_nccl;
-sc_status sc_comm_nccl_wrap(sc_comm *mpi, const sc_comm_info *info, double timeout_s,
-                            int device, void *compute, sc_comm **out);
+sc_status sc_comm_nccl_wrap(const sc_comm_ops *ctl_ops, sc_comm *ctl, const sc_comm_info *info,
+                            double timeout_s, int device, void *compute, sc_comm **out);
 #endif
 
 #endif

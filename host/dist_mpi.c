@@ -7,13 +7,10 @@
 #include "dist_comm.h"
 
 #include <mpi.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "dist.h"
-#include "run_log.h"
 
 struct sc_comm {
     MPI_Comm ctl;   /* checks, broadcasts, gathers */
@@ -24,37 +21,13 @@ struct sc_comm {
 };
 
 /* Larger messages go in pieces: MPI counts are ints. */
-enum { CHUNK_BYTES = 1 << 30, NAP_NS = 200000 };
+enum { CHUNK_BYTES = 1 << 30 };
 
-/* A wait this long (s) is no step's communication but a rank busy with
- * something else (rank 0 writing a checkpoint): naps from then on. */
-static const double YIELD_S = 0.05;
-
-static void timed_out(double timeout_s, const char *what)
+static void mpi_abort_job(sc_comm *c)
 {
-    fprintf(stderr,
-            "%sscorch-train: %s did not complete within %g s: another rank died, hangs or "
-            "fell that far behind (its own output says which; --collective-timeout sets "
-            "the limit); aborting the job\n",
-            sc_dist_log_prefix(), what, timeout_s);
-    fflush(stderr);
+    (void)c;
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return */
-}
-
-void sc_comm_wait(double timeout_s, bool (*test)(void *), void *arg, const char *what)
-{
-    double start = sc_now();
-    const struct timespec nap = {0, NAP_NS};
-    while (!test(arg)) {
-        double waited = sc_now() - start;
-        if (waited > timeout_s)
-            timed_out(timeout_s, what);
-        if (waited < YIELD_S)
-            sched_yield();
-        else
-            nanosleep(&nap, NULL);
-    }
 }
 
 static bool request_done(void *req)
@@ -64,9 +37,9 @@ static bool request_done(void *req)
     return done;
 }
 
-static void wait_request(const sc_comm *c, MPI_Request *req, const char *what)
+static void wait_request(sc_comm *c, MPI_Request *req, const char *what)
 {
-    sc_comm_wait(c->timeout_s, request_done, req, what);
+    sc_comm_wait(&sc_comm_mpi, c, c->timeout_s, request_done, req, what);
 }
 
 static void describe(sc_comm_info *info)
@@ -94,7 +67,7 @@ static void finalize_at_exit(void)
         MPI_Finalize();
 }
 
-static sc_status mpi_open(double timeout_s, sc_comm **out, sc_comm_info *info)
+sc_status sc_comm_mpi_open(double timeout_s, sc_comm **out, sc_comm_info *info)
 {
     int provided = 0;
     /* Only the training thread calls MPI; loader workers never do. */
@@ -178,8 +151,8 @@ static void mpi_sum_wait(sc_comm *c, int bucket, const char *what)
 
 const sc_comm_ops sc_comm_mpi = {
     .name = "MPI",
-    .open = mpi_open,
     .close = mpi_close,
+    .abort_job = mpi_abort_job,
     .max_ints = mpi_max_ints,
     .broadcast = mpi_broadcast,
     .allgather = mpi_allgather,

@@ -1,7 +1,8 @@
 /* dist_nccl.c — the transport of GPU ranks (dist_comm.h): gradient
  * buckets summed in GPU memory by NCCL on a stream of its own, so the sums
  * overlap the rest of backward; checks, broadcasts and gathers of host
- * bytes go through the MPI transport it wraps.
+ * bytes go through the transport it wraps (MPI for ranks that are
+ * processes, threads for replicas).
  *
  * Ordering: when dist.c starts a bucket (backward has queued the last
  * kernel writing it), an event recorded on the compute stream makes the
@@ -12,7 +13,6 @@
 #include "dist_comm.h"
 
 #include <cuda_runtime.h>
-#include <mpi.h>
 /* nccl.h declares some functions with () for (void). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
@@ -22,7 +22,8 @@
 #include <stdlib.h>
 
 struct sc_comm {
-    sc_comm *mpi; /* the control plane */
+    const sc_comm_ops *ctl_ops; /* the control plane */
+    sc_comm *ctl;
     double timeout_s;
     ncclComm_t nccl;
     cudaStream_t compute, stream; /* the rank's kernels; NCCL's own */
@@ -77,7 +78,8 @@ static void nccl_close(sc_comm *c)
         ncclCommDestroy(c->nccl);
     if (c->stream)
         cudaStreamDestroy(c->stream);
-    sc_comm_mpi.close(c->mpi);
+    if (c->ctl)
+        c->ctl_ops->close(c->ctl);
     free(c);
 }
 
@@ -87,24 +89,24 @@ static sc_status join(sc_comm *c, const sc_comm_info *info, int device)
     ncclUniqueId id;
     if (info->rank == 0)
         NCCL_TRY(ncclGetUniqueId(&id));
-    sc_comm_mpi.broadcast(c->mpi, &id, sizeof id, 0, "the broadcast of the NCCL id");
+    c->ctl_ops->broadcast(c->ctl, &id, sizeof id, 0, "the broadcast of the NCCL id");
     CUDA_TRY(cudaSetDevice(device));
     CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     NCCL_TRY(ncclCommInitRank(&c->nccl, info->world, id, info->rank));
     return SC_OK;
 }
 
-sc_status sc_comm_nccl_wrap(sc_comm *mpi, const sc_comm_info *info, double timeout_s,
-                            int device, void *compute, sc_comm **out)
+sc_status sc_comm_nccl_wrap(const sc_comm_ops *ctl_ops, sc_comm *ctl, const sc_comm_info *info,
+                            double timeout_s, int device, void *compute, sc_comm **out)
 {
     *out = NULL;
     sc_comm *c = calloc(1, sizeof *c);
     if (!c)
         return sc_error_set(SC_ERR_NOMEM, "out of memory for the NCCL transport");
-    *c = (sc_comm){.mpi = mpi, .timeout_s = timeout_s, .compute = compute};
+    *c = (sc_comm){.ctl_ops = ctl_ops, .ctl = ctl, .timeout_s = timeout_s, .compute = compute};
     sc_status st = join(c, info, device);
     if (st != SC_OK) {
-        c->mpi = NULL; /* the caller still owns it */
+        c->ctl = NULL; /* the caller still owns it */
         nccl_close(c);
         return sc_error_wrap(st, "setting up NCCL on cuda:%d", device);
     }
@@ -112,26 +114,20 @@ sc_status sc_comm_nccl_wrap(sc_comm *mpi, const sc_comm_info *info, double timeo
     return SC_OK;
 }
 
-static sc_status nccl_open(double timeout_s, sc_comm **out, sc_comm_info *info)
-{
-    return sc_error_set(SC_ERR_STATE, "the NCCL transport wraps an open MPI one "
-                        "(sc_comm_nccl_wrap)");
-}
-
 static void nccl_max_ints(sc_comm *c, int *values, int n, const char *what)
 {
-    sc_comm_mpi.max_ints(c->mpi, values, n, what);
+    c->ctl_ops->max_ints(c->ctl, values, n, what);
 }
 
 static void nccl_broadcast(sc_comm *c, void *data, size_t bytes, int root, const char *what)
 {
-    sc_comm_mpi.broadcast(c->mpi, data, bytes, root, what);
+    c->ctl_ops->broadcast(c->ctl, data, bytes, root, what);
 }
 
 static void nccl_allgather(sc_comm *c, const void *mine, size_t bytes, void *all,
                            const char *what)
 {
-    sc_comm_mpi.allgather(c->mpi, mine, bytes, all, what);
+    c->ctl_ops->allgather(c->ctl, mine, bytes, all, what);
 }
 
 static sc_status nccl_buckets(sc_comm *c, int n)
@@ -159,9 +155,10 @@ static void broken(sc_comm *c, const char *what)
     fprintf(stderr, "%sscorch-train: %s failed: %s; aborting the job\n", sc_dist_log_prefix(),
             what, sc_error_message());
     fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    abort(); /* MPI_Abort does not return */
+    c->ctl_ops->abort_job(c->ctl);
 }
+
+static void nccl_abort_job(sc_comm *c) { c->ctl_ops->abort_job(c->ctl); }
 
 static sc_status start(sc_comm *c, int bucket, float *data, int64_t n)
 {
@@ -204,7 +201,7 @@ static bool sum_settled(void *arg)
 static void nccl_sum_wait(sc_comm *c, int bucket, const char *what)
 {
     bucket_ref r = {c, bucket};
-    sc_comm_wait(c->timeout_s, sum_settled, &r, what);
+    sc_comm_wait(&sc_comm_nccl, c, c->timeout_s, sum_settled, &r, what);
     if (cudaStreamWaitEvent(c->compute, c->done[bucket], 0) != cudaSuccess) {
         cuda_failed(cudaGetLastError(), "cudaStreamWaitEvent");
         broken(c, what);
@@ -213,8 +210,8 @@ static void nccl_sum_wait(sc_comm *c, int bucket, const char *what)
 
 const sc_comm_ops sc_comm_nccl = {
     .name = "NCCL",
-    .open = nccl_open,
     .close = nccl_close,
+    .abort_job = nccl_abort_job,
     .max_ints = nccl_max_ints,
     .broadcast = nccl_broadcast,
     .allgather = nccl_allgather,

@@ -130,7 +130,7 @@ sc_status sc_model_summary_run(const sc_config *cfg)
 {
     sc_session s;
     sc_cpu_set_threads(cfg->threads);
-    SC_TRY(sc_session_open(&s, cfg));
+    SC_TRY(sc_session_open(&s, cfg, 0));
     printf("model %s (%s)\n", s.model.api->name, s.model.lib.path);
     sc_status st = sc_model_summary_print(&s, stdout);
     sc_session_close(&s);

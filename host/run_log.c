@@ -228,7 +228,7 @@ static void print_line(const sc_phase_result *r)
 sc_status sc_run_log_phase(sc_run_log *log, const sc_phase_result *r, bool final)
 {
     clear_progress(log);
-    if (!log->quiet || final)
+    if (!log->silent && (!log->quiet || final))
         print_line(r);
     sc_tb_log_phase(log->tb, r);
     return log->jsonl ? write_record(log, r) : SC_OK;
@@ -272,6 +272,8 @@ void sc_run_log_info(sc_run_log *log, const char *fmt, ...)
 
 void sc_run_log_final(sc_run_log *log, const char *fmt, ...)
 {
+    if (log->silent)
+        return;
     va_list ap;
     va_start(ap, fmt);
     print_message(log, fmt, ap);

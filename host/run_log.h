@@ -31,6 +31,8 @@ typedef struct sc_run_log {
                          opened by the trainer, closed with the log */
     bool progress;    /* stdout is a terminal and not quiet */
     bool quiet;
+    bool silent;      /* not even final lines: a rank other than 0, whose
+                         stdout is not /dev/null (a replica's thread) */
     int epochs;       /* of the run, for "epoch E/N"; 0: none (scorch-test) */
     double last_draw; /* when the progress line was last drawn */
 } sc_run_log;

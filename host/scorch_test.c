@@ -122,7 +122,7 @@ static sc_status run(sc_config *cfg)
     SC_TRY(fill_from_checkpoint(cfg));
     sc_cpu_set_threads(cfg->threads);
     sc_session s;
-    SC_TRY(sc_session_open(&s, cfg));
+    SC_TRY(sc_session_open(&s, cfg, 0));
     sc_metrics *metrics = sc_metrics_new();
     sc_status st = metrics ? sc_checkpoint_load(cfg->checkpoint, s.params, NULL, NULL, NULL,
                                                 s.model.api->name, NULL)

@@ -8,7 +8,7 @@
 #include "model_summary.h"
 #include "trainer.h"
 
-enum { EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
+enum { EXIT_USAGE = 2 };
 
 /* First SIGINT/SIGTERM: stop after the batch with a checkpoint. A second
  * one falls through to the default action and ends the process at once. */
@@ -52,6 +52,40 @@ static int print_summary(const sc_config *cfg)
     return 1;
 }
 
+/* Trains as a process (seat NULL) or as one replica of several; the
+ * exit code. */
+static int train(const sc_config *cfg, const sc_dist_seat *seat)
+{
+    sc_trainer *trainer;
+    bool interrupted = false;
+    sc_status st = sc_trainer_new(cfg, seat, &trainer);
+    if (st != SC_OK) {
+        sc_dist_print_error("scorch-train"); /* with the rank, when there are several */
+        return 1;
+    }
+    st = sc_trainer_run(trainer, &interrupted);
+    if (st != SC_OK)
+        report_failure(trainer);
+    sc_trainer_free(trainer);
+    if (st != SC_OK)
+        return 1;
+    return interrupted ? SC_EXIT_INTERRUPTED : 0;
+}
+
+static int train_replica(const sc_dist_seat *seat, void *cfg) { return train(cfg, seat); }
+
+/* How many replicas this process drives (dist.h); 0 after an error. */
+static int replica_count(const sc_config *cfg)
+{
+    char device[SC_PATH_MAX], source[SC_PATH_MAX + 32];
+    int n = 0;
+    if (sc_session_device_choice(cfg, device, sizeof device, source, sizeof source) == SC_OK &&
+        sc_dist_replicas(cfg, device, source, &n) == SC_OK)
+        return n;
+    sc_dist_print_error("scorch-train");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     sc_config cfg;
@@ -65,19 +99,11 @@ int main(int argc, char **argv)
         return 0;
     if (cfg.summary)
         return print_summary(&cfg);
+    int replicas = replica_count(&cfg);
+    if (replicas == 0)
+        return 1;
     install_signal_handlers();
-    sc_trainer *trainer;
-    bool interrupted = false;
-    sc_status st = sc_trainer_new(&cfg, &trainer);
-    if (st != SC_OK) {
-        sc_dist_print_error("scorch-train"); /* with the rank, when there are several */
-        return 1;
-    }
-    st = sc_trainer_run(trainer, &interrupted);
-    if (st != SC_OK)
-        report_failure(trainer);
-    sc_trainer_free(trainer);
-    if (st != SC_OK)
-        return 1;
-    return interrupted ? EXIT_INTERRUPTED : 0;
+    if (replicas == 1)
+        return train(&cfg, NULL);
+    return sc_dist_run_replicas(replicas, cfg.collective_timeout, train_replica, &cfg);
 }

@@ -110,24 +110,46 @@ static sc_status load_plugins(sc_session *s, const sc_config *cfg)
     return SC_OK;
 }
 
-/* --device, else the model's preferred_device, else the cpu (device.h);
- * the GPUs it names are locked for the run. distributed_dataparallel:
- * CPU ranks under mpirun or srun (host/dist.h) on a machine without GPUs. */
-static sc_status allocate_device(sc_session *s, const sc_config *cfg)
+/* --device, else the model's preferred_device, else the cpu. */
+static void device_choice(const sc_config *cfg, const sc_model_lib *model, char *text,
+                          size_t text_size, char *source, size_t source_size)
 {
-    char source[SC_PATH_MAX + 32] = "--device";
-    const char *text = cfg->device;
-    if (!text[0] && (text = sc_model_preferred_device(&s->model)))
-        snprintf(source, sizeof source, "%s's preferred_device", s->model.lib.path);
+    const char *preferred = cfg->device[0] ? NULL : sc_model_preferred_device(model);
+    snprintf(text, text_size, "%s", cfg->device[0] ? cfg->device : preferred ? preferred : "cpu");
+    if (preferred)
+        snprintf(source, source_size, "%s's preferred_device", model->lib.path);
+    else
+        snprintf(source, source_size, "--device");
+}
+
+sc_status sc_session_device_choice(const sc_config *cfg, char *text, size_t text_size,
+                                   char *source, size_t source_size)
+{
+    sc_model_lib model = {0};
+    if (!cfg->device[0])
+        SC_TRY(sc_model_lib_open(cfg->model, &model));
+    device_choice(cfg, &model, text, text_size, source, source_size);
+    if (model.lib.handle)
+        sc_plugin_lib_close(&model.lib);
+    return SC_OK;
+}
+
+/* The device of the replica or rank local_rank (device.h) is locked for
+ * the run. distributed_dataparallel: CPU ranks under mpirun or srun
+ * (host/dist.h) on a machine without GPUs. */
+static sc_status allocate_device(sc_session *s, const sc_config *cfg, int local_rank)
+{
+    char text[SC_PATH_MAX], source[SC_PATH_MAX + 32];
+    device_choice(cfg, &s->model, text, sizeof text, source, sizeof source);
     sc_gpu_inventory gpus = {0};
-    if (strcmp(text ? text : "cpu", "cpu") != 0) /* spares CPU runs loading the GPU backend */
+    if (strcmp(text, "cpu") != 0) /* spares CPU runs loading the GPU backend */
         sc_gpu_inventory_probe(&gpus);
     /* scorch-train learns its default run directory later (sc_device_set_holder). */
     const char *holder = cfg->run_dir[0]      ? cfg->run_dir
                          : cfg->checkpoint[0] ? "none (scorch-test)"
                                               : "not chosen yet";
-    sc_device_env env = {SC_DEVICE_LOCK_DIR, holder, 0, &gpus};
-    SC_TRY(sc_device_allocate(text ? text : "cpu", source, &env, &s->devices));
+    sc_device_env env = {SC_DEVICE_LOCK_DIR, holder, local_rank, &gpus};
+    SC_TRY(sc_device_allocate(text, source, &env, &s->devices));
     if (s->devices.note[0])
         fprintf(stderr, "note: %s\n", s->devices.note);
     return SC_OK;
@@ -150,12 +172,12 @@ static sc_status place_on_device(sc_session *s, const sc_config *cfg)
     return sc_params_to_device(s->params, dev);
 }
 
-sc_status sc_session_open(sc_session *s, const sc_config *cfg)
+sc_status sc_session_open(sc_session *s, const sc_config *cfg, int local_rank)
 {
     memset(s, 0, sizeof *s);
     sc_status st = load_plugins(s, cfg);
     if (st == SC_OK)
-        st = allocate_device(s, cfg);
+        st = allocate_device(s, cfg, local_rank);
     if (st == SC_OK)
         st = open_data(s, cfg);
     if (st == SC_OK)

@@ -35,9 +35,17 @@ typedef struct sc_session {
     sc_metric_mode main_metric_mode;
 } sc_session;
 
-/* Loads and creates everything from cfg; on error, what was opened is
- * closed again and the message names the part that failed. */
-sc_status sc_session_open(sc_session *s, const sc_config *cfg);
+/* Loads and creates everything from cfg, for the replica or MPI rank
+ * `local_rank` on its node (which device it takes, device.h); on error,
+ * what was opened is closed again and the message names the part that
+ * failed. */
+sc_status sc_session_open(sc_session *s, const sc_config *cfg, int local_rank);
+
+/* The device a run asks for: --device, else the model's preferred_device
+ * (the model plugin is opened to read it), else "cpu"; into text, and
+ * into source where it came from ("--device" or the model's file). */
+sc_status sc_session_device_choice(const sc_config *cfg, char *text, size_t text_size,
+                                   char *source, size_t source_size);
 void sc_session_close(sc_session *s);
 
 /* outputs = network(batch inputs); loss = criterion(outputs, targets) when

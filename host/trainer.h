@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "dist.h"
 
 typedef struct sc_trainer sc_trainer;
 
@@ -24,9 +25,9 @@ extern volatile sig_atomic_t sc_trainer_stop_signal;
  * after the current batch and goes on. */
 extern volatile sig_atomic_t sc_trainer_save_signal;
 
-/* Sets everything up (and resumes when cfg->resume); errors name the part
- * that failed. */
-sc_status sc_trainer_new(const sc_config *cfg, sc_trainer **out);
+/* Sets everything up (and resumes when cfg->resume) for a process, or for
+ * a replica in its seat (dist.h); errors name the part that failed. */
+sc_status sc_trainer_new(const sc_config *cfg, const sc_dist_seat *seat, sc_trainer **out);
 
 /* Trains. *interrupted tells whether it stopped early on a signal. */
 sc_status sc_trainer_run(sc_trainer *t, bool *interrupted);

@@ -130,6 +130,7 @@ static sc_status open_log(sc_trainer *t)
     sc_run_dir_file(&t->rd, "metrics.jsonl", path, sizeof path);
     bool root = sc_dist_is_root(t->dist); /* rank 0 alone writes */
     SC_TRY(sc_run_log_open(&t->log, root ? path : NULL, t->cfg.quiet || !root, t->cfg.epochs));
+    t->log.silent = !root;
     /* mpirun gives ranks a pty even when the job's output goes to a file */
     if (sc_dist_world(t->dist) > 1)
         t->log.progress = false;
@@ -243,11 +244,11 @@ sc_status trainer_read_params(sc_trainer *t)
     return t->host_copies ? sc_params_read(t->s.params, t->host_values, t->host_grads) : SC_OK;
 }
 
-static sc_status setup(sc_trainer *t)
+static sc_status setup(sc_trainer *t, const sc_dist_seat *seat)
 {
-    SC_TRY(sc_dist_open(&t->cfg, &t->dist));
+    SC_TRY(sc_dist_open(&t->cfg, seat, &t->dist));
     sc_cpu_set_threads(sc_dist_threads(t->dist, t->cfg.threads));
-    SC_TRY(sc_session_open(&t->s, &t->cfg));
+    SC_TRY(sc_session_open(&t->s, &t->cfg, sc_dist_local_rank(t->dist)));
     if (!(t->train_sums = sc_metrics_new()) || !(t->eval_sums = sc_metrics_new()))
         return SC_ERR_NOMEM;
     SC_TRY(make_host_views(t));
@@ -269,7 +270,7 @@ static sc_status setup(sc_trainer *t)
     return open_control(t);
 }
 
-sc_status sc_trainer_new(const sc_config *cfg, sc_trainer **out)
+sc_status sc_trainer_new(const sc_config *cfg, const sc_dist_seat *seat, sc_trainer **out)
 {
     *out = NULL;
     sc_trainer *t = calloc(1, sizeof *t);
@@ -277,7 +278,7 @@ sc_status sc_trainer_new(const sc_config *cfg, sc_trainer **out)
         return sc_error_set(SC_ERR_NOMEM, "out of memory for the trainer");
     t->cfg = *cfg;
     sc_steer_init(&t->steer);
-    sc_status st = sc_dist_check(t->dist, setup(t));
+    sc_status st = sc_dist_check(t->dist, setup(t, seat));
     if (st != SC_OK) {
         sc_trainer_free(t);
         return st;

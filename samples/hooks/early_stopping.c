@@ -26,7 +26,9 @@ typedef struct watch {
     int bad_epochs; /* epochs since it was reached */
 } watch;
 
-static watch w; /* hooks run on the training thread only */
+/* Per training thread: each replica (--replicas) keeps its own, as each
+ * MPI rank does in its process. */
+static _Thread_local watch w;
 
 static double env_number(const char *name, double fallback)
 {

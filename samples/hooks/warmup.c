@@ -16,7 +16,9 @@
 
 #include "scorch/scorch.h"
 
-static double target;   /* the lr at the end of the warm-up; 0 until known */
+/* The lr at the end of the warm-up; 0 until known. Per training thread,
+ * as replicas (--replicas) each run the hooks on their own. */
+static _Thread_local double target;
 
 static sc_status on_train_begin(const sc_hook_context *ctx, const sc_hook_actions *actions)
 {

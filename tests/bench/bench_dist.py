@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Data parallelism: the time per step spent waiting on communication, as a
-fraction of the step — on the CPU under mpirun -np 2, with one process on
-the same cores alongside; on a GPU (--device cuda) under mpirun -np 1 with
+fraction of the step — on the CPU under mpirun -np 2 and as 2 replicas in
+one process (--replicas 2), with one process on the same cores alongside;
+on a GPU (--device cuda) under mpirun -np 1 with
 --device distributed_dataparallel, which keeps the machinery (NCCL) for
 one rank, beside the plain single process (medians of several runs).
 
@@ -11,7 +12,8 @@ Trains the MLP (784-256-128-10, 235k parameters, 0.9 MiB of gradients per
 step) on Fashion-MNIST with Adam. "comm" is metrics.jsonl's comm_s: time
 blocked in collectives (the per-step status checks and whatever of the
 gradient allreduce backward did not hide), over the train phase's time_s.
-Each rank gets cores/2 compute threads; one process gets them all. Needs
+Each rank or replica gets cores/2 compute threads; one process gets them
+all. Needs
 Open MPI's mpirun and the dataset-fashion-mnist package.
 """
 import argparse
@@ -28,23 +30,28 @@ MPIRUN = ["--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
           "--mca", "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism", "none"]
 
 
-def train_record(build, args, ranks, batch, bucket_mb, ddp=False):
-    """The train phase's metrics.jsonl record of one run; ddp runs one rank
-    under mpirun with the data-parallel machinery."""
+def train_record(build, args, launch, ranks, batch, bucket_mb):
+    """The train phase's metrics.jsonl record of one run. launch: "alone",
+    "mpirun" (ranks under mpirun), "replicas" (ranks as threads of one
+    process) or "ddp1" (one rank under mpirun with the data-parallel
+    machinery)."""
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = os.path.join(tmp, "run")
+        device = "distributed_dataparallel" if launch == "ddp1" else args.device
         cmd = [f"{build}/host/scorch-train", "--model", f"{build}/plugins/mlp.so",
                "--model-args", "hidden=256:128", "--dataset", f"{build}/plugins/fashion_mnist.so",
                "--dataset-path", DATA, "--epochs", "1", "--batch-size", str(batch),
                "--max-train-iterations", str(args.steps), "--max-valid-iterations", "1",
                "--max-test-iterations", "1", "--workers", "1", "--bucket-mb", str(bucket_mb),
-               "--run-dir", run_dir, "--quiet",
-               "--device", "distributed_dataparallel" if ddp else args.device]
-        if ranks > 1 or ddp:
+               "--run-dir", run_dir, "--quiet", "--device", device]
+        if launch in ("mpirun", "ddp1"):
             threads = max(1, os.cpu_count() // ranks)
             cmd = [args.mpirun, *MPIRUN, "-x", f"OMP_NUM_THREADS={threads}",
                    "-np", str(ranks), *cmd]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        elif launch == "replicas":  # each takes its share of the cores
+            cmd += ["--replicas", str(ranks)]
+        env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
             for line in f:
                 record = json.loads(line)
@@ -78,30 +85,33 @@ def main():
     where = "one GPU" if args.device == "cuda" else f"{os.cpu_count()} cores"
     print(f"data parallel on {where}: MLP 784-256-128-10, Fashion-MNIST, "
           f"Adam, {args.steps} steps, median of {args.runs} alternating runs")
-    print(f"{'setup':28}{'ms/step':>9}{'comm ms':>9}{'comm %':>8}{'samples/s':>11}")
+    print(f"{'setup':31}{'ms/step':>9}{'comm ms':>9}{'comm %':>8}{'samples/s':>11}")
     # --bucket-mb 25 makes one bucket of all 0.9 MiB, which can only start
     # once backward is done; 0.25 makes two (fc1.weight, and the rest), the
     # second sent while backward computes fc1's gradient.
-    setups = [("1 process, batch 128", 1, 128, 25, False),
-              ("2 ranks x 64, 1 bucket", 2, 64, 25, False),
-              ("2 ranks x 64, 2 buckets", 2, 64, 0.25, False),
-              ("1 process, batch 256", 1, 256, 25, False),
-              ("2 ranks x 128, 1 bucket", 2, 128, 25, False),
-              ("2 ranks x 128, 2 buckets", 2, 128, 0.25, False)]
+    setups = []
+    for batch in (128, 256):
+        half = batch // 2
+        setups += [(f"1 process, batch {batch}", "alone", 1, batch, 25),
+                   (f"2 ranks x {half}, 1 bucket", "mpirun", 2, half, 25),
+                   (f"2 ranks x {half}, 2 buckets", "mpirun", 2, half, 0.25),
+                   (f"2 replicas x {half}, 1 bucket", "replicas", 2, half, 25),
+                   (f"2 replicas x {half}, 2 buckets", "replicas", 2, half, 0.25)]
     if args.device == "cuda":  # one GPU: NCCL over one rank against none
-        setups = [(f"{name}, batch {batch}", 1, batch, bucket_mb, ddp)
+        setups = [(f"{name}, batch {batch}", launch, 1, batch, bucket_mb)
                   for batch in (128, 512)
-                  for name, bucket_mb, ddp in (("1 process", 25, False),
-                                               ("NCCL -np 1, 1 bucket", 25, True),
-                                               ("NCCL -np 1, 2 buckets", 0.25, True))]
+                  for name, launch, bucket_mb in (("1 process", "alone", 25),
+                                                  ("NCCL -np 1, 1 bucket", "ddp1", 25),
+                                                  ("NCCL -np 1, 2 buckets", "ddp1", 0.25))]
     # Alternating runs, so that a busy spell of the machine hits every setup.
     records = {name: [] for name, *_ in setups}
     for _ in range(args.runs):
-        for name, ranks, batch, bucket_mb, ddp in setups:
-            records[name].append(train_record(args.build, args, ranks, batch, bucket_mb, ddp))
+        for name, launch, ranks, batch, bucket_mb in setups:
+            records[name].append(train_record(args.build, args, launch, ranks, batch,
+                                              bucket_mb))
     for name, *_ in setups:
         step_ms, comm_ms, share, rate = summary(records[name])
-        print(f"{name:28}{step_ms:9.3f}{comm_ms:9.3f}{100 * share:7.1f}%"
+        print(f"{name:31}{step_ms:9.3f}{comm_ms:9.3f}{100 * share:7.1f}%"
               f"{rate:11.0f}")
     return 0
 

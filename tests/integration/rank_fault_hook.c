@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "scorch/hooks.h"
 
@@ -18,6 +19,8 @@ static sc_status fault(const sc_hook_context *ctx, const sc_hook_actions *action
         return SC_OK;
     if (how && strcmp(how, "kill") == 0)
         raise(SIGKILL);
+    if (how && strcmp(how, "hang") == 0)
+        sleep(600);
     if (how && strcmp(how, "lr") == 0) {
         actions->set_lr(actions->host, 0.5);
         return SC_OK;

@@ -1,6 +1,8 @@
-/* Integration tests of data parallelism: the real scorch-train under the
- * real mpirun (2 ranks on however many cores there are), against one
- * process. Skipped, saying so, where mpirun is not installed. */
+/* Integration tests of data parallelism: the real scorch-train with 2
+ * ranks against one process. SCORCH_DIST_LAUNCH says how the ranks run:
+ * "mpirun" (the real mpirun, on however many cores there are; skipped,
+ * saying so, where mpirun is not installed) or "threads" (replicas in one
+ * process, --device cpu --replicas N). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +18,12 @@ enum { PATH = 4096, DIR = 64, MAX_ARGS = 64 };
 typedef struct bins {
     char train[PATH], mlp[PATH], synthetic[PATH], hook[PATH], mpirun[PATH];
 } bins;
+
+static bool replicas_mode(void)
+{
+    const char *launch = getenv("SCORCH_DIST_LAUNCH");
+    return launch && strcmp(launch, "threads") == 0;
+}
 
 /* mpirun from PATH into buf; "" when absent. */
 static void find_mpirun(char *buf, size_t size)
@@ -40,9 +48,15 @@ static bins bin(void)
     build_path(p.synthetic, PATH, "plugins/synthetic.so");
     snprintf(p.hook, PATH, "%s", getenv("SCORCH_RANK_FAULT_HOOK"));
     find_mpirun(p.mpirun, PATH);
-    if (!p.mpirun[0])
+    if (!p.mpirun[0] && !replicas_mode())
         cr_skip_test("mpirun is not on PATH: these tests need Open MPI's (openmpi-bin)");
     return p;
+}
+
+static void only_under_mpirun(const char *why)
+{
+    if (replicas_mode())
+        cr_skip_test("replicas are threads of one process: %s", why);
 }
 
 static int append(const char **argv, int n, const char *const *more)
@@ -68,12 +82,30 @@ static int mpirun_args(const char **argv, const bins *p, const char *np, const c
     return append(argv, n, (const char *const[]){"-np", np, NULL});
 }
 
-/* scorch-train on the synthetic blobs with a small MLP. */
+/* `program` as `np` ranks: under mpirun, or with np replicas (then `env`
+ * goes into this test's own environment, which the program inherits;
+ * each test runs in a process of its own). */
+static int rank_args(const char **argv, const bins *p, const char *program, const char *np,
+                     const char *const *env)
+{
+    if (!replicas_mode())
+        return append(argv, mpirun_args(argv, p, np, env), (const char *const[]){program, NULL});
+    for (; env && *env; env++) {
+        char name[64];
+        size_t len = strcspn(*env, "=");
+        snprintf(name, sizeof name, "%.*s", (int)len, *env);
+        setenv(name, *env + len + ((*env)[len] == '='), 1);
+    }
+    return append(argv, 0, (const char *const[]){program, "--device", "cpu", "--replicas", np,
+                                                 NULL});
+}
+
+/* scorch-train's arguments on the synthetic blobs with a small MLP. */
 static int train_args(const char **argv, int n, const bins *p, const char *run_dir,
                       const char *epochs, const char *batch)
 {
     return append(argv, n, (const char *const[]){
-        p->train, "--model", p->mlp, "--model-args", "hidden=32", "--dataset", p->synthetic,
+        "--model", p->mlp, "--model-args", "hidden=32", "--dataset", p->synthetic,
         "--dataset-path", "unused", "--batch-size", batch, "--epochs", epochs, "--run-dir",
         run_dir, "--workers", "2", "--seed", "7", "--collective-timeout", "60", NULL});
 }
@@ -85,7 +117,7 @@ static run_result train_ranks(const char *np, const char *run_dir, const char *e
 {
     bins p = bin();
     const char *argv[MAX_ARGS];
-    int n = mpirun_args(argv, &p, np, env);
+    int n = rank_args(argv, &p, p.train, np, env);
     n = train_args(argv, n, &p, run_dir, epochs, batch);
     append(argv, n, extra);
     return run_program(argv, NULL);
@@ -96,7 +128,8 @@ static run_result train_alone(const char *run_dir, const char *epochs, const cha
 {
     bins p = bin();
     const char *argv[MAX_ARGS];
-    append(argv, train_args(argv, 0, &p, run_dir, epochs, batch), extra);
+    int n = append(argv, 0, (const char *const[]){p.train, NULL});
+    append(argv, train_args(argv, n, &p, run_dir, epochs, batch), extra);
     return run_program(argv, NULL);
 }
 
@@ -178,12 +211,11 @@ Test(dist, two_ranks_train_like_one_process_with_the_global_batch)
     temp_dir(ranks, sizeof ranks);
     run_result one = train_alone(alone, "3", "64", NULL);
     expect_ok(&one);
-    run_result two = train_ranks("2", ranks, "3", "32",
-                                 (const char *const[]){"--device", "distributed_dataparallel",
-                                                       NULL},
-                                 NULL);
+    const char *const by_name[] = {"--device", "distributed_dataparallel", NULL};
+    run_result two = train_ranks("2", ranks, "3", "32", replicas_mode() ? NULL : by_name, NULL);
     expect_ok(&two);
-    cr_assert(strstr(two.out, "2 ranks"), "no data-parallel line:\n%s", two.out);
+    cr_assert(strstr(two.out, replicas_mode() ? "over threads: 2 replicas" : "2 ranks on 1 node"),
+              "no data-parallel line:\n%s", two.out);
     for (int epoch = 1; epoch <= 3; epoch++) {
         summary_line(one.out, epoch, 3, "valid", line_a, sizeof line_a);
         summary_line(two.out, epoch, 3, "valid", line_b, sizeof line_b);
@@ -226,12 +258,12 @@ Test(dist, ranks_evaluate_rank_0s_model)
     temp_dir(dir, sizeof dir);
     build_path(test, PATH, "host/scorch-test");
     const char *argv[MAX_ARGS];
-    int n = mpirun_args(argv, &p, "2", NULL);
+    int n = rank_args(argv, &p, p.train, "2", NULL);
     char cnn[PATH], fashion[PATH];
     build_path(cnn, PATH, "plugins/cnn.so");
     build_path(fashion, PATH, "plugins/fashion_mnist.so");
     append(argv, n, (const char *const[]){
-        p.train, "--model", cnn, "--model-args", "channels=8:16,hidden=32", "--dataset",
+        "--model", cnn, "--model-args", "channels=8:16,hidden=32", "--dataset",
         fashion, "--dataset-path", "/usr/share/datasets/fashion-mnist", "--epochs", "1",
         "--batch-size", "32", "--max-train-iterations", "10", "--max-valid-iterations", "4",
         "--max-test-iterations", "1", "--run-dir", dir, NULL});
@@ -333,14 +365,15 @@ Test(dist, a_run_saved_by_two_ranks_resumes_in_one_process)
 
 Test(dist, ranks_that_disagree_stop_naming_the_difference)
 {
+    only_under_mpirun("they share one command line");
     bins p = bin();
     char dir[DIR];
     temp_dir(dir, sizeof dir);
     /* MPMD: rank 0 and rank 1 get different model args. */
     const char *argv[MAX_ARGS];
-    int n = mpirun_args(argv, &p, "1", NULL);
+    int n = rank_args(argv, &p, p.train, "1", NULL);
     n = train_args(argv, n, &p, dir, "1", "32");
-    n = append(argv, n, (const char *const[]){":", "-np", "1", NULL});
+    n = append(argv, n, (const char *const[]){":", "-np", "1", p.train, NULL});
     n = train_args(argv, n, &p, dir, "1", "32");
     append(argv, n, (const char *const[]){"--model-args", "hidden=16", NULL});
     run_result r = run_program(argv, NULL);
@@ -369,12 +402,32 @@ Test(dist, a_failing_rank_stops_every_rank_naming_it)
 
 Test(dist, a_killed_rank_ends_the_job)
 {
+    only_under_mpirun("a signal that kills one kills them all");
     char dir[DIR];
     temp_dir(dir, sizeof dir);
     run_result r = train_with_fault(dir, "2", "kill");
     cr_assert_neq(r.status, 0, "%s", r.out);
     cr_assert(strstr(r.err, "rank 1") || strstr(r.out, "rank 1"), "stdout:\n%s\nstderr:\n%s",
               r.out, r.err);
+    run_result_free(&r);
+}
+
+/* A rank that stops answering: the others give up at the deadline, and
+ * the job ends with a message instead of hanging. */
+Test(dist, a_hung_rank_ends_the_job_at_the_collective_timeout)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    run_result r = train_ranks("2", dir, "2", "32",
+                               (const char *const[]){"--hooks", bin().hook,
+                                                     "--collective-timeout", "2", NULL},
+                               (const char *const[]){"SCORCH_TEST_FAULT_RANK=1",
+                                                     "SCORCH_TEST_FAULT_STEP=5",
+                                                     "SCORCH_TEST_FAULT=hang", NULL});
+    cr_assert_neq(r.status, 0, "%s", r.out);
+    cr_assert(strstr(r.err, "[rank 0] scorch-train: the status check did not complete within "
+                            "2 s"),
+              "%s", r.err);
     run_result_free(&r);
 }
 

@@ -120,7 +120,7 @@ Test(device, a_held_gpu_refuses_a_second_run_naming_the_holder)
     sc_device_set other = allocate_ok("cuda:2", &three_gpus); /* other GPUs are free */
     sc_device_release(&other);
     sc_device_set_holder(&first, "runs/renamed");
-    assert_refused("cuda:0,1", &three_gpus, SC_ERR_STATE, "run dir runs/renamed");
+    assert_refused("cuda:1,0", &three_gpus, SC_ERR_STATE, "run dir runs/renamed");
     sc_device_release(&first);
     sc_device_set again = allocate_ok("cuda:1", &three_gpus);
     sc_device_release(&again);
@@ -143,19 +143,71 @@ Test(device, auto_takes_the_free_gpu_with_most_memory)
     sc_device_release(&d);
 }
 
-Test(device, lists_and_parallel_hold_every_gpu_or_none)
+static sc_device_set allocate_replica(const char *text, int replica)
 {
-    sc_device_set list = allocate_ok("cuda:2,1", &three_gpus);
-    cr_expect_eq(list.n, 2);
-    cr_expect_eq(list.device.index, 2, "the process computes on the first listed");
-    /* parallel takes cuda:0, finds cuda:1 held, and lets cuda:0 go again */
-    assert_refused("parallel", &three_gpus, SC_ERR_STATE, "cuda:1 is held");
-    sc_device_set zero = allocate_ok("cuda:0", &three_gpus);
-    sc_device_release(&zero);
-    sc_device_release(&list);
-    sc_device_set all = allocate_ok("parallel", &three_gpus);
-    cr_expect_eq(all.n, 3);
-    sc_device_release(&all);
+    sc_device_env env = env_of(&three_gpus, "runs/replicas");
+    env.local_rank = replica;
+    sc_device_set set;
+    cr_assert_eq(sc_device_allocate(text, "--device", &env, &set), SC_OK, "%s, replica %d: %s",
+                 text, replica, sc_error_message());
+    cr_assert_eq(set.n, 1);
+    return set;
+}
+
+Test(device, each_replica_of_a_list_or_of_parallel_holds_its_own_gpu)
+{
+    sc_device_set a = allocate_replica("cuda:2,0", 0), b = allocate_replica("cuda:2,0", 1);
+    cr_expect_eq(a.device.index, 2);
+    cr_expect_eq(b.device.index, 0);
+    /* parallel's replica 1 takes cuda:1, free; its replica 0 finds cuda:0 held */
+    sc_device_set c = allocate_replica("parallel", 1);
+    cr_expect_eq(c.device.index, 1);
+    assert_refused("parallel", &three_gpus, SC_ERR_STATE, "cuda:0 is held");
+    sc_device_release(&a);
+    sc_device_release(&b);
+    sc_device_release(&c);
+}
+
+static int replicas_of(const char *text, int requested, const sc_gpu_inventory *gpus)
+{
+    int n = -1;
+    cr_assert_eq(sc_device_replicas(text, "--device", requested, gpus, &n), SC_OK, "%s: %s",
+                 text, sc_error_message());
+    return n;
+}
+
+static void assert_replicas_refused(const char *text, int requested,
+                                    const sc_gpu_inventory *gpus, const char *part)
+{
+    int n;
+    cr_assert_neq(sc_device_replicas(text, "--device", requested, gpus, &n), SC_OK, "%s", text);
+    assert_message_has(part);
+}
+
+Test(device, replicas_default_to_one_per_gpu_named)
+{
+    cr_expect_eq(replicas_of("cpu", 0, &no_backend), 1);
+    cr_expect_eq(replicas_of("cpu", 4, &no_backend), 4);
+    cr_expect_eq(replicas_of("parallel", 0, &three_gpus), 3);
+    cr_expect_eq(replicas_of("parallel", 2, &three_gpus), 2);
+    cr_expect_eq(replicas_of("cuda:2,0", 0, &three_gpus), 2);
+    cr_expect_eq(replicas_of("cuda:1", 0, &three_gpus), 1);
+    cr_expect_eq(replicas_of("auto", 1, &three_gpus), 1);
+    cr_expect_eq(replicas_of("distributed_dataparallel", 0, &three_gpus), 1);
+}
+
+Test(device, replicas_a_device_cannot_have_are_refused_saying_why)
+{
+    assert_replicas_refused("parallel", 4, &three_gpus,
+                            "--replicas 4 with --device parallel: this machine has 3 GPUs");
+    assert_replicas_refused("parallel", 0, &backend_no_gpu,
+                            "--device parallel: no GPU found; for replicas on the cpu use "
+                            "--device cpu --replicas N");
+    assert_replicas_refused("cuda:0,1", 3, &three_gpus, "2 GPUs are listed");
+    assert_replicas_refused("cuda:1", 2, &three_gpus, "1 GPU is listed");
+    assert_replicas_refused("auto", 2, &three_gpus, "that is one device");
+    assert_replicas_refused("distributed_dataparallel", 2, &three_gpus,
+                            "more ranks: mpirun with distributed_dataparallel");
 }
 
 Test(device, gpus_the_machine_lacks_are_named)
