@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "dist.h"
 
 struct sc_comm {
     MPI_Comm ctl;   /* checks, broadcasts, gathers */

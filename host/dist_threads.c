@@ -40,6 +40,7 @@ struct sc_comm_team {
     int world;
     double timeout_s;
     atomic_llong arrivals;      /* at barriers, over all of them */
+    atomic_llong *reached;      /* [world]: barriers each rank has come to */
     const void **posted;        /* [world]: each rank's buffer in the collective */
     pthread_mutex_t lock;       /* for making the buckets */
     team_bucket *buckets;
@@ -63,15 +64,20 @@ sc_status sc_comm_team_new(int world, double timeout_s, sc_comm_team **out)
     *out = NULL;
     sc_comm_team *team = calloc(1, sizeof *team);
     const void **posted = calloc((size_t)world, sizeof *posted);
-    if (!team || !posted) {
+    atomic_llong *reached = calloc((size_t)world, sizeof *reached);
+    if (!team || !posted || !reached) {
         free(team);
         free(posted);
+        free(reached);
         return sc_error_set(SC_ERR_NOMEM, "out of memory for a team of %d replicas", world);
     }
     team->world = world;
     team->timeout_s = timeout_s;
     team->posted = posted;
+    team->reached = reached;
     atomic_init(&team->arrivals, 0);
+    for (int r = 0; r < world; r++)
+        atomic_init(&reached[r], 0);
     pthread_mutex_init(&team->lock, NULL);
     *out = team;
     return SC_OK;
@@ -87,6 +93,7 @@ void sc_comm_team_free(sc_comm_team *team)
     }
     free(team->buckets);
     free(team->posted);
+    free(team->reached);
     pthread_mutex_destroy(&team->lock);
     free(team);
 }
@@ -113,10 +120,14 @@ static void threads_close(sc_comm *c)
 }
 
 /* A hung replica cannot be ended alone: the process goes, as a job of
- * processes would under MPI_Abort. */
+ * processes would under MPI_Abort; first, when this rank waits at a
+ * barrier, it names the ranks that have not come to it. */
 static void threads_abort_job(sc_comm *c)
 {
-    (void)c;
+    for (int r = 0; c && r < c->team->world; r++)
+        if (atomic_load(&c->team->reached[r]) < c->barriers)
+            fprintf(stderr, "%sscorch-train: rank %d never came to it\n", sc_dist_log_prefix(),
+                    r);
     fflush(stderr);
     _exit(1);
 }
@@ -144,6 +155,7 @@ static void barrier(sc_comm *c, const char *what)
 {
     sc_comm_team *team = c->team;
     c->barriers++;
+    atomic_store(&team->reached[c->rank], c->barriers);
     atomic_fetch_add_explicit(&team->arrivals, 1, memory_order_acq_rel);
     wait_count(c, &team->arrivals, c->barriers * team->world, what);
 }

@@ -428,6 +428,9 @@ Test(dist, a_hung_rank_ends_the_job_at_the_collective_timeout)
     cr_assert(strstr(r.err, "[rank 0] scorch-train: the status check did not complete within "
                             "2 s"),
               "%s", r.err);
+    /* Replicas know who is missing (an MPI rank's own output says). */
+    cr_assert(!replicas_mode() || strstr(r.err, "[rank 0] scorch-train: rank 1 never came to it"),
+              "%s", r.err);
     run_result_free(&r);
 }
 
