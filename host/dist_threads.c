@@ -39,7 +39,6 @@ typedef struct team_bucket {
 struct sc_comm_team {
     int world;
     double timeout_s;
-    atomic_llong arrivals;      /* at barriers, over all of them */
     atomic_llong *reached;      /* [world]: barriers each rank has come to */
     const void **posted;        /* [world]: each rank's buffer in the collective */
     pthread_mutex_t lock;       /* for making the buckets */
@@ -75,7 +74,6 @@ sc_status sc_comm_team_new(int world, double timeout_s, sc_comm_team **out)
     team->timeout_s = timeout_s;
     team->posted = posted;
     team->reached = reached;
-    atomic_init(&team->arrivals, 0);
     for (int r = 0; r < world; r++)
         atomic_init(&reached[r], 0);
     pthread_mutex_init(&team->lock, NULL);
@@ -125,7 +123,7 @@ static void threads_close(sc_comm *c)
 static void threads_abort_job(sc_comm *c)
 {
     for (int r = 0; c && r < c->team->world; r++)
-        if (atomic_load(&c->team->reached[r]) < c->barriers)
+        if (atomic_load_explicit(&c->team->reached[r], memory_order_acquire) < c->barriers)
             fprintf(stderr, "%sscorch-train: rank %d never came to it\n", sc_dist_log_prefix(),
                     r);
     fflush(stderr);
@@ -134,30 +132,26 @@ static void threads_abort_job(sc_comm *c)
 
 /* ---- control plane ---- */
 
-typedef struct count_ref {
-    atomic_llong *counter;
+typedef struct barrier_ref {
+    const sc_comm_team *team;
     long long target;
-} count_ref;
+} barrier_ref;
 
-static bool reached(void *arg)
+static bool all_reached(void *arg)
 {
-    const count_ref *r = arg;
-    return atomic_load_explicit(r->counter, memory_order_acquire) >= r->target;
-}
-
-static void wait_count(sc_comm *c, atomic_llong *counter, long long target, const char *what)
-{
-    count_ref r = {counter, target};
-    sc_comm_wait(&sc_comm_threads, c, c->team->timeout_s, reached, &r, what);
+    const barrier_ref *b = arg;
+    for (int r = 0; r < b->team->world; r++)
+        if (atomic_load_explicit(&b->team->reached[r], memory_order_acquire) < b->target)
+            return false;
+    return true;
 }
 
 static void barrier(sc_comm *c, const char *what)
 {
-    sc_comm_team *team = c->team;
     c->barriers++;
-    atomic_store(&team->reached[c->rank], c->barriers);
-    atomic_fetch_add_explicit(&team->arrivals, 1, memory_order_acq_rel);
-    wait_count(c, &team->arrivals, c->barriers * team->world, what);
+    atomic_store_explicit(&c->team->reached[c->rank], c->barriers, memory_order_release);
+    barrier_ref b = {c->team, c->barriers};
+    sc_comm_wait(&sc_comm_threads, c, c->team->timeout_s, all_reached, &b, what);
 }
 
 /* Posts this rank's buffer and waits until every rank has posted its. */
