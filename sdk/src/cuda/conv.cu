@@ -302,9 +302,9 @@ template <typename T>
 static sc_status conv_store(sc_ctx *ctx, const sc_tensor *out, const T *src, const float *bias,
                             bool accumulate)
 {
-    conv_store_kernel<T><<<sc_cuda_blocks(out->numel), SC_CUDA_THREADS, 0, sc_cuda_stream(ctx)>>>(
-        sc_tensor_f32(out), src, bias, out->shape[1], out->shape[2] * out->shape[3], out->numel,
-        accumulate);
+    SC_LAUNCH(conv_store_kernel<T>, sc_cuda_blocks(out->numel), SC_CUDA_THREADS, 0,
+              sc_cuda_stream(ctx), sc_tensor_f32(out), src, bias, out->shape[1],
+              out->shape[2] * out->shape[3], out->numel, accumulate);
     SC_CUDA_LAUNCHED("conv_store_kernel");
     return SC_OK;
 }

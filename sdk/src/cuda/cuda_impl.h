@@ -83,12 +83,45 @@ sc_status sc_cudnn_error(cudnnStatus_t err, const char *call, const char *file, 
  * inside the kernel surface at the next synchronising call). */
 #define SC_CUDA_LAUNCHED(what) SC_CUDA_TRY(cudaPeekAtLastError())
 
-/* Blocks for n elements, SC_CUDA_THREADS each, capped so grid-stride loops
- * cover the rest. */
+/* Kernels are launched, and their __shared__ arrays declared, through
+ * these macros only, so the same sources build with nvcc and, as C++,
+ * against the emulated GPU of tests/cudaemu (which defines CUDAEMU and the
+ * macros' emulated forms in cudaemu_kernel.h):
+ *   SC_LAUNCH(kernel, grid, block, shared_bytes, stream, args...);
+ *   SC_SHARED(float, part, [32]);   for  __shared__ float part[32];  */
+#ifdef CUDAEMU
+#define SC_LAUNCH CUDAEMU_LAUNCH
+#define SC_SHARED CUDAEMU_SHARED
+#else
+#define SC_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)              \
+    kernel<<<grid, block, shared_bytes, stream>>>(__VA_ARGS__)
+#define SC_SHARED(type, name, dims) __shared__ type name dims
+#endif
+
+/* The most blocks a grid-stride or row-loop kernel is launched with; the
+ * emulator can lower it (cudaemu_grid_cap) so that every such loop is made
+ * to take more than one turn. */
+static inline int64_t sc_cuda_max_blocks(void)
+{
+#ifdef CUDAEMU
+    return cudaemu_grid_cap(65535 * 8);
+#else
+    return 65535 * 8;
+#endif
+}
+
+/* Blocks for n items, one each, capped so grid-stride loops cover the
+ * rest. */
+static inline unsigned sc_cuda_grid(int64_t n)
+{
+    int64_t cap = sc_cuda_max_blocks();
+    return (unsigned)(n < 1 ? 1 : n > cap ? cap : n);
+}
+
+/* Blocks for n elements, SC_CUDA_THREADS each. */
 static inline unsigned sc_cuda_blocks(int64_t n)
 {
-    int64_t b = (n + SC_CUDA_THREADS - 1) / SC_CUDA_THREADS;
-    return (unsigned)(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
+    return sc_cuda_grid((n + SC_CUDA_THREADS - 1) / SC_CUDA_THREADS);
 }
 
 /* A bf16 copy of an f32 tensor's data, from the step arena (precision

@@ -119,13 +119,13 @@ static sc_status binary_forward(sc_node *node)
     float *y = sc_tensor_f32(node->out);
     switch (node->op) {
     case SC_OP_ADD:
-        binary_forward_kernel<SC_OP_ADD><<<blocks, SC_CUDA_THREADS, 0, st>>>(s, n, a, b, y);
+        SC_LAUNCH(binary_forward_kernel<SC_OP_ADD>, blocks, SC_CUDA_THREADS, 0, st, s, n, a, b, y);
         break;
     case SC_OP_SUB:
-        binary_forward_kernel<SC_OP_SUB><<<blocks, SC_CUDA_THREADS, 0, st>>>(s, n, a, b, y);
+        SC_LAUNCH(binary_forward_kernel<SC_OP_SUB>, blocks, SC_CUDA_THREADS, 0, st, s, n, a, b, y);
         break;
     default:
-        binary_forward_kernel<SC_OP_MUL><<<blocks, SC_CUDA_THREADS, 0, st>>>(s, n, a, b, y);
+        SC_LAUNCH(binary_forward_kernel<SC_OP_MUL>, blocks, SC_CUDA_THREADS, 0, st, s, n, a, b, y);
         break;
     }
     SC_CUDA_LAUNCHED("binary_forward_kernel");
@@ -199,7 +199,7 @@ static __global__ void bcast_grad_thread_kernel(bcast_grad bg, const float *g, c
  * multiple of 32, at most 1024. */
 static __device__ float block_sum(float v)
 {
-    __shared__ float part[32];
+    SC_SHARED(float, part, [32]);
     v = warp_sum(v);
     if (threadIdx.x % 32 == 0)
         part[threadIdx.x / 32] = v;
@@ -236,11 +236,11 @@ static sc_status binary_backward(sc_node *node, const sc_tensor *gout,
         float sign = node->op == SC_OP_SUB && x == 1 ? -1.0f : 1.0f;
         float *gx = sc_tensor_f32(gin[x]);
         if (bg.terms > GRAD_BLOCK_TERMS && bg.numel > 0 && bg.numel < GRAD_BLOCK_ELEMS)
-            bcast_grad_block_kernel<<<(unsigned)bg.numel, SC_CUDA_THREADS, 0, st>>>(bg, g, k,
-                                                                                    sign, gx);
+            SC_LAUNCH(bcast_grad_block_kernel, (unsigned)bg.numel, SC_CUDA_THREADS, 0, st, bg, g, k,
+                      sign, gx);
         else
-            bcast_grad_thread_kernel<<<sc_cuda_blocks(bg.numel), SC_CUDA_THREADS, 0, st>>>(
-                bg, g, k, sign, gx);
+            SC_LAUNCH(bcast_grad_thread_kernel, sc_cuda_blocks(bg.numel), SC_CUDA_THREADS, 0, st,
+                      bg, g, k, sign, gx);
         SC_CUDA_LAUNCHED("bcast_grad_kernel");
     }
     return SC_OK;
@@ -316,8 +316,9 @@ static __global__ void unary_backward_kernel(Op op, const float *x, const float 
 template <typename Op> static sc_status unary_forward(sc_node *node)
 {
     int64_t n = node->out->numel;
-    unary_forward_kernel<<<sc_cuda_blocks(n), SC_CUDA_THREADS, 0, sc_cuda_stream(node->ctx)>>>(
-        op_of<Op>(node), sc_tensor_f32(node->in[0]), sc_tensor_f32(node->out), n);
+    SC_LAUNCH(unary_forward_kernel, sc_cuda_blocks(n), SC_CUDA_THREADS, 0,
+              sc_cuda_stream(node->ctx), op_of<Op>(node), sc_tensor_f32(node->in[0]),
+              sc_tensor_f32(node->out), n);
     SC_CUDA_LAUNCHED("unary_forward_kernel");
     return SC_OK;
 }
@@ -326,9 +327,9 @@ template <typename Op>
 static sc_status unary_backward(sc_node *node, const sc_tensor *gy, sc_tensor *const *gin)
 {
     int64_t n = gy->numel;
-    unary_backward_kernel<<<sc_cuda_blocks(n), SC_CUDA_THREADS, 0, sc_cuda_stream(node->ctx)>>>(
-        op_of<Op>(node), sc_tensor_f32(node->in[0]), sc_tensor_f32(node->out),
-        sc_tensor_f32(gy), sc_tensor_f32(gin[0]), n);
+    SC_LAUNCH(unary_backward_kernel, sc_cuda_blocks(n), SC_CUDA_THREADS, 0,
+              sc_cuda_stream(node->ctx), op_of<Op>(node), sc_tensor_f32(node->in[0]),
+              sc_tensor_f32(node->out), sc_tensor_f32(gy), sc_tensor_f32(gin[0]), n);
     SC_CUDA_LAUNCHED("unary_backward_kernel");
     return SC_OK;
 }
@@ -382,9 +383,9 @@ static sc_status dropout_forward(sc_node *node)
     uint32_t threshold = (uint32_t)ldexp(p, 32); /* p < 1: fits */
     uint64_t seed = sc_rng_u64(sc_ctx_rng(node->ctx));
     int64_t n = xt->numel;
-    dropout_forward_kernel<<<sc_cuda_blocks(n), SC_CUDA_THREADS, 0, sc_cuda_stream(node->ctx)>>>(
-        sc_tensor_f32(xt), sc_tensor_f32(node->out), (uint8_t *)mask->data, n, seed, threshold,
-        scale);
+    SC_LAUNCH(dropout_forward_kernel, sc_cuda_blocks(n), SC_CUDA_THREADS, 0,
+              sc_cuda_stream(node->ctx), sc_tensor_f32(xt), sc_tensor_f32(node->out),
+              (uint8_t *)mask->data, n, seed, threshold, scale);
     SC_CUDA_LAUNCHED("dropout_forward_kernel");
     return SC_OK;
 }
@@ -393,8 +394,9 @@ static sc_status dropout_backward(sc_node *node, const sc_tensor *gy, sc_tensor 
 {
     float scale = 1.0f / (1.0f - node->params.dropout.p);
     int64_t n = gy->numel;
-    dropout_backward_kernel<<<sc_cuda_blocks(n), SC_CUDA_THREADS, 0, sc_cuda_stream(node->ctx)>>>(
-        (const uint8_t *)node->saved[0]->data, sc_tensor_f32(gy), sc_tensor_f32(gin[0]), n, scale);
+    SC_LAUNCH(dropout_backward_kernel, sc_cuda_blocks(n), SC_CUDA_THREADS, 0,
+              sc_cuda_stream(node->ctx), (const uint8_t *)node->saved[0]->data, sc_tensor_f32(gy),
+              sc_tensor_f32(gin[0]), n, scale);
     SC_CUDA_LAUNCHED("dropout_backward_kernel");
     return SC_OK;
 }

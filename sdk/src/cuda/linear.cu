@@ -98,9 +98,8 @@ static sc_status linear_forward(sc_node *node)
         return SC_ERR_NOMEM;
     if (node->n_inputs > 2) {
         /* y [N, OUT] = b [OUT] in every row; the GEMM adds onto it */
-        broadcast_rows_kernel<<<sc_cuda_blocks(node->out->numel), SC_CUDA_THREADS, 0,
-                                sc_cuda_stream(node->ctx)>>>(y, sc_tensor_f32(node->in[2]), n,
-                                                              out);
+        SC_LAUNCH(broadcast_rows_kernel, sc_cuda_blocks(node->out->numel), SC_CUDA_THREADS, 0,
+                  sc_cuda_stream(node->ctx), y, sc_tensor_f32(node->in[2]), n, out);
         SC_CUDA_LAUNCHED("broadcast_rows_kernel");
         beta = 1.0f;
     }

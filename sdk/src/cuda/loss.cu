@@ -34,7 +34,7 @@ struct max_op {
  * most 1024. The same order every time, so the result is deterministic. */
 template <typename T, typename Op> static __device__ T block_reduce(T v, Op op)
 {
-    __shared__ T part[32];
+    SC_SHARED(T, part, [32]);
     for (int s = 16; s > 0; s /= 2) /* butterfly: every lane gets the result */
         v = op(v, __shfl_xor_sync(0xffffffffu, v, s));
     __syncthreads(); /* a previous call's readers are done with part */
@@ -65,10 +65,6 @@ static unsigned row_threads(int64_t c)
     return c >= MAX_BLOCK_THREADS ? MAX_BLOCK_THREADS : (unsigned)((c + 31) / 32 * 32);
 }
 
-static unsigned row_blocks(int64_t rows)
-{
-    return (unsigned)(rows < 65535 * 8 ? rows : 65535 * 8);
-}
 
 typedef struct row_exp_sum {
     float max;
@@ -123,8 +119,9 @@ template <bool Log> static sc_status rows_forward(sc_node *node)
     int64_t rows = row_count(node->out), c = last_dim(node->out);
     if (rows == 0)
         return SC_OK;
-    rows_forward_kernel<Log><<<row_blocks(rows), row_threads(c), 0, sc_cuda_stream(node->ctx)>>>(
-        sc_tensor_f32(node->in[0]), sc_tensor_f32(node->out), rows, c);
+    SC_LAUNCH(rows_forward_kernel<Log>, sc_cuda_grid(rows), row_threads(c), 0,
+              sc_cuda_stream(node->ctx), sc_tensor_f32(node->in[0]), sc_tensor_f32(node->out), rows,
+              c);
     SC_CUDA_LAUNCHED("rows_forward_kernel");
     return SC_OK;
 }
@@ -135,8 +132,9 @@ static sc_status rows_backward(sc_node *node, const sc_tensor *gy, sc_tensor *co
     int64_t rows = row_count(gy), c = last_dim(gy);
     if (rows == 0)
         return SC_OK;
-    rows_backward_kernel<Log><<<row_blocks(rows), row_threads(c), 0, sc_cuda_stream(node->ctx)>>>(
-        sc_tensor_f32(node->out), sc_tensor_f32(gy), sc_tensor_f32(gin[0]), rows, c);
+    SC_LAUNCH(rows_backward_kernel<Log>, sc_cuda_grid(rows), row_threads(c), 0,
+              sc_cuda_stream(node->ctx), sc_tensor_f32(node->out), sc_tensor_f32(gy),
+              sc_tensor_f32(gin[0]), rows, c);
     SC_CUDA_LAUNCHED("rows_backward_kernel");
     return SC_OK;
 }
@@ -182,9 +180,10 @@ static sc_status reduce_sum(sc_node *node, const float *x, const float *t, int64
     if (!part)
         return SC_ERR_NOMEM;
     cudaStream_t st = sc_cuda_stream(node->ctx);
-    partial_sum_kernel<<<blocks, SC_CUDA_THREADS, 0, st>>>(x, t, n, part);
+    SC_LAUNCH(partial_sum_kernel, blocks, SC_CUDA_THREADS, 0, st, x, t, n, part);
     SC_CUDA_LAUNCHED("partial_sum_kernel");
-    finish_sum_kernel<<<1, FINISH_THREADS, 0, st>>>(part, blocks, div, sc_tensor_f32(node->out));
+    SC_LAUNCH(finish_sum_kernel, 1, FINISH_THREADS, 0, st, part, blocks, div,
+              sc_tensor_f32(node->out));
     SC_CUDA_LAUNCHED("finish_sum_kernel");
     return SC_OK;
 }
@@ -264,13 +263,13 @@ static sc_status cross_entropy_forward(sc_node *node)
     node->saved[0] = pt;
     cudaStream_t st = sc_cuda_stream(node->ctx);
     if (n > 0) {
-        cross_entropy_forward_kernel<<<row_blocks(n), row_threads(c), 0, st>>>(
-            sc_tensor_f32(zt), t->data, t->dtype, s, n, c, sc_tensor_f32(pt), row_loss);
+        SC_LAUNCH(cross_entropy_forward_kernel, sc_cuda_grid(n), row_threads(c), 0, st,
+                  sc_tensor_f32(zt), t->data, t->dtype, s, n, c, sc_tensor_f32(pt), row_loss);
         SC_CUDA_LAUNCHED("cross_entropy_forward_kernel");
     }
     /* N = 0: 0 / 0, NaN, as on the CPU */
-    finish_sum_kernel<<<1, FINISH_THREADS, 0, st>>>(row_loss, n, (double)n,
-                                                    sc_tensor_f32(node->out));
+    SC_LAUNCH(finish_sum_kernel, 1, FINISH_THREADS, 0, st, row_loss, n, (double)n,
+              sc_tensor_f32(node->out));
     SC_CUDA_LAUNCHED("finish_sum_kernel");
     return SC_OK;
 }
@@ -282,11 +281,10 @@ static sc_status cross_entropy_backward(sc_node *node, const sc_tensor *gl,
         return SC_OK;
     const sc_tensor *t = node->in[1];
     int64_t n = node->in[0]->shape[0], c = node->in[0]->shape[1];
-    cross_entropy_backward_kernel<<<sc_cuda_blocks(n * c), SC_CUDA_THREADS, 0,
-                                    sc_cuda_stream(node->ctx)>>>(
-        sc_tensor_f32(node->saved[0]), t->data, t->dtype,
-        node->params.cross_entropy.label_smoothing, n, c, sc_tensor_f32(gl),
-        sc_tensor_f32(gin[0]));
+    SC_LAUNCH(cross_entropy_backward_kernel, sc_cuda_blocks(n * c), SC_CUDA_THREADS, 0,
+              sc_cuda_stream(node->ctx), sc_tensor_f32(node->saved[0]), t->data, t->dtype,
+              node->params.cross_entropy.label_smoothing, n, c, sc_tensor_f32(gl),
+              sc_tensor_f32(gin[0]));
     SC_CUDA_LAUNCHED("cross_entropy_backward_kernel");
     return SC_OK;
 }
@@ -329,9 +327,9 @@ static sc_status mse_forward(sc_node *node)
 static sc_status mse_backward(sc_node *node, const sc_tensor *gl, sc_tensor *const *gin)
 {
     int64_t n = node->in[0]->numel;
-    mse_backward_kernel<<<sc_cuda_blocks(n), SC_CUDA_THREADS, 0, sc_cuda_stream(node->ctx)>>>(
-        sc_tensor_f32(node->in[0]), sc_tensor_f32(node->in[1]), sc_tensor_f32(gl),
-        gin[0] ? sc_tensor_f32(gin[0]) : NULL, gin[1] ? sc_tensor_f32(gin[1]) : NULL, n);
+    SC_LAUNCH(mse_backward_kernel, sc_cuda_blocks(n), SC_CUDA_THREADS, 0, sc_cuda_stream(node->ctx),
+              sc_tensor_f32(node->in[0]), sc_tensor_f32(node->in[1]), sc_tensor_f32(gl),
+              gin[0] ? sc_tensor_f32(gin[0]) : NULL, gin[1] ? sc_tensor_f32(gin[1]) : NULL, n);
     SC_CUDA_LAUNCHED("mse_backward_kernel");
     return SC_OK;
 }
@@ -353,8 +351,8 @@ static sc_status mean_forward(sc_node *node)
 static sc_status add_scalar(sc_node *node, const sc_tensor *gl, sc_tensor *gx, float div)
 {
     int64_t n = gx->numel;
-    add_scalar_kernel<<<sc_cuda_blocks(n), SC_CUDA_THREADS, 0, sc_cuda_stream(node->ctx)>>>(
-        sc_tensor_f32(gx), sc_tensor_f32(gl), div, n);
+    SC_LAUNCH(add_scalar_kernel, sc_cuda_blocks(n), SC_CUDA_THREADS, 0, sc_cuda_stream(node->ctx),
+              sc_tensor_f32(gx), sc_tensor_f32(gl), div, n);
     SC_CUDA_LAUNCHED("add_scalar_kernel");
     return SC_OK;
 }

@@ -39,7 +39,7 @@ enum { COLS = 32, ROW_THREADS = 8, CHUNK_ROWS = 32, MAX_CHUNKS = 128 };
  * thread 0. */
 static __device__ float block_sum(float v)
 {
-    __shared__ float warps[32];
+    SC_SHARED(float, warps, [32]);
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     v = warp_sum(v);
     __syncthreads(); /* a previous call may still be reading warps */
@@ -161,8 +161,9 @@ static sc_status bn_save_running_stats(sc_node *node)
     const sc_batch_norm_params *p = &node->params.batch_norm;
     int64_t c = node->in[0]->shape[1];
     float *mean = sc_tensor_f32(node->saved[0]), *rstd = mean + c;
-    bn_running_stats_kernel<<<sc_cuda_blocks(c), SC_CUDA_THREADS, 0, sc_cuda_stream(node->ctx)>>>(
-        sc_tensor_f32(node->in[3]), sc_tensor_f32(node->in[4]), p->eps, mean, rstd, c);
+    SC_LAUNCH(bn_running_stats_kernel, sc_cuda_blocks(c), SC_CUDA_THREADS, 0,
+              sc_cuda_stream(node->ctx), sc_tensor_f32(node->in[3]), sc_tensor_f32(node->in[4]),
+              p->eps, mean, rstd, c);
     SC_CUDA_LAUNCHED("bn_running_stats_kernel");
     return SC_OK;
 }
@@ -248,15 +249,15 @@ static sc_status bn_backward_running(sc_node *node, const sc_tensor *gy, sc_tens
                 *rstd = mean + g.c;
     if (gin[1] || gin[2]) {
         /* gw, gb [C] += the sums over N, S of g xh and g */
-        bn_param_grads_kernel<<<(unsigned)g.c, SC_CUDA_THREADS, 0, stream>>>(
-            x, gyd, mean, rstd, gin[1] ? sc_tensor_f32(gin[1]) : NULL,
-            gin[2] ? sc_tensor_f32(gin[2]) : NULL, g.n, g.c, g.s);
+        SC_LAUNCH(bn_param_grads_kernel, (unsigned)g.c, SC_CUDA_THREADS, 0, stream, x, gyd, mean,
+                  rstd, gin[1] ? sc_tensor_f32(gin[1]) : NULL,
+                  gin[2] ? sc_tensor_f32(gin[2]) : NULL, g.n, g.c, g.s);
         SC_CUDA_LAUNCHED("bn_param_grads_kernel");
     }
     if (gin[0]) {
         /* gx [N, C, S] += g w rstd */
-        bn_running_input_grad_kernel<<<sc_cuda_blocks(gy->numel), SC_CUDA_THREADS, 0, stream>>>(
-            gyd, w, rstd, sc_tensor_f32(gin[0]), g.c, g.s, gy->numel);
+        SC_LAUNCH(bn_running_input_grad_kernel, sc_cuda_blocks(gy->numel), SC_CUDA_THREADS, 0,
+                  stream, gyd, w, rstd, sc_tensor_f32(gin[0]), g.c, g.s, gy->numel);
         SC_CUDA_LAUNCHED("bn_running_input_grad_kernel");
     }
     return SC_OK;
@@ -336,7 +337,7 @@ static __global__ void layer_norm_param_partials_kernel(const float *x, const fl
                                                         float *part, int64_t rows, int64_t d,
                                                         int64_t chunk_rows)
 {
-    __shared__ float sums[2][ROW_THREADS][COLS];
+    SC_SHARED(float, sums, [2][ROW_THREADS][COLS]);
     int64_t j = blockIdx.x * (int64_t)COLS + threadIdx.x, chunks = gridDim.y;
     int64_t r0 = blockIdx.y * chunk_rows, r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
     float sum_gxh = 0.0f, sum_g = 0.0f;
@@ -393,11 +394,11 @@ static sc_status layer_norm_param_grads(sc_ctx *ctx, const sc_layer_norm_rows *a
         return SC_ERR_NOMEM;
     cudaStream_t stream = sc_cuda_stream(ctx);
     dim3 grid((unsigned)((a->d + COLS - 1) / COLS), (unsigned)chunks), block(COLS, ROW_THREADS);
-    layer_norm_param_partials_kernel<<<grid, block, 0, stream>>>(x, g, mean, rstd, part, a->rows,
-                                                                 a->d, chunk_rows);
+    SC_LAUNCH(layer_norm_param_partials_kernel, grid, block, 0, stream, x, g, mean, rstd, part,
+              a->rows, a->d, chunk_rows);
     SC_CUDA_LAUNCHED("layer_norm_param_partials_kernel");
-    layer_norm_param_sums_kernel<<<sc_cuda_blocks(a->d), SC_CUDA_THREADS, 0, stream>>>(
-        part, gw, gb, chunks, a->d);
+    SC_LAUNCH(layer_norm_param_sums_kernel, sc_cuda_blocks(a->d), SC_CUDA_THREADS, 0, stream, part,
+              gw, gb, chunks, a->d);
     SC_CUDA_LAUNCHED("layer_norm_param_sums_kernel");
     return SC_OK;
 }
@@ -413,10 +414,9 @@ static sc_status layer_norm_forward(sc_node *node)
         return SC_ERR_NOMEM;
     node->saved[0] = stats;
     float *mean = sc_tensor_f32(stats), *rstd = mean + a.rows;
-    layer_norm_forward_kernel<<<sc_cuda_blocks(a.rows * 32), SC_CUDA_THREADS, 0,
-                                sc_cuda_stream(node->ctx)>>>(
-        sc_tensor_f32(node->in[0]), a.w, a.b, sc_tensor_f32(node->out), mean, rstd, a.rows, a.d,
-        node->params.layer_norm.eps);
+    SC_LAUNCH(layer_norm_forward_kernel, sc_cuda_blocks(a.rows * 32), SC_CUDA_THREADS, 0,
+              sc_cuda_stream(node->ctx), sc_tensor_f32(node->in[0]), a.w, a.b,
+              sc_tensor_f32(node->out), mean, rstd, a.rows, a.d, node->params.layer_norm.eps);
     SC_CUDA_LAUNCHED("layer_norm_forward_kernel");
     return SC_OK;
 }
@@ -436,9 +436,8 @@ static sc_status layer_norm_backward(sc_node *node, const sc_tensor *gy, sc_tens
     if (gw || gb)
         SC_TRY(layer_norm_param_grads(node->ctx, &a, x, g, mean, rstd, gw, gb));
     if (gx) {
-        layer_norm_input_grad_kernel<<<sc_cuda_blocks(a.rows * 32), SC_CUDA_THREADS, 0,
-                                       sc_cuda_stream(node->ctx)>>>(x, g, a.w, mean, rstd, gx,
-                                                                    a.rows, a.d);
+        SC_LAUNCH(layer_norm_input_grad_kernel, sc_cuda_blocks(a.rows * 32), SC_CUDA_THREADS, 0,
+                  sc_cuda_stream(node->ctx), x, g, a.w, mean, rstd, gx, a.rows, a.d);
         SC_CUDA_LAUNCHED("layer_norm_input_grad_kernel");
     }
     return SC_OK;

@@ -55,15 +55,15 @@ extern "C" sc_status sc_cuda_optim_update(int index, const sc_optim_update *u)
         unsigned blocks = sc_cuda_blocks(n);
         switch (u->rule) {
         case SC_OPTIM_RULE_ADAM:
-            adam_kernel<<<blocks, SC_CUDA_THREADS, 0, d->compute>>>(
-                p, g, u->state[0] + off, u->state[1] + off, n, u->s);
+            SC_LAUNCH(adam_kernel, blocks, SC_CUDA_THREADS, 0, d->compute, p, g, u->state[0] + off,
+                      u->state[1] + off, n, u->s);
             break;
         case SC_OPTIM_RULE_SGD_MOMENTUM:
-            sgd_momentum_kernel<<<blocks, SC_CUDA_THREADS, 0, d->compute>>>(
-                p, g, u->state[0] + off, n, u->s);
+            SC_LAUNCH(sgd_momentum_kernel, blocks, SC_CUDA_THREADS, 0, d->compute, p, g,
+                      u->state[0] + off, n, u->s);
             break;
         case SC_OPTIM_RULE_SGD:
-            sgd_kernel<<<blocks, SC_CUDA_THREADS, 0, d->compute>>>(p, g, n, u->s);
+            SC_LAUNCH(sgd_kernel, blocks, SC_CUDA_THREADS, 0, d->compute, p, g, n, u->s);
             break;
         }
         SC_CUDA_LAUNCHED("optimizer update");

@@ -149,9 +149,9 @@ static sc_status global_avg_pool_forward(sc_node *node)
 {
     const sc_tensor *x = node->in[0];
     int64_t planes = node->out->numel, hw = x->shape[2] * x->shape[3];
-    plane_mean_kernel<<<sc_cuda_blocks(planes * 32), SC_CUDA_THREADS, 0,
-                        sc_cuda_stream(node->ctx)>>>(sc_tensor_f32(x), sc_tensor_f32(node->out),
-                                                     planes, hw, 1.0f / (float)hw);
+    SC_LAUNCH(plane_mean_kernel, sc_cuda_blocks(planes * 32), SC_CUDA_THREADS, 0,
+              sc_cuda_stream(node->ctx), sc_tensor_f32(x), sc_tensor_f32(node->out), planes, hw,
+              1.0f / (float)hw);
     SC_CUDA_LAUNCHED("plane_mean_kernel");
     return SC_OK;
 }
@@ -162,9 +162,9 @@ static sc_status global_avg_pool_backward(sc_node *node, const sc_tensor *gy,
 {
     const sc_tensor *x = node->in[0];
     int64_t hw = x->shape[2] * x->shape[3];
-    plane_spread_kernel<<<sc_cuda_blocks(x->numel), SC_CUDA_THREADS, 0,
-                          sc_cuda_stream(node->ctx)>>>(sc_tensor_f32(gy), sc_tensor_f32(gin[0]),
-                                                       hw, x->numel, 1.0f / (float)hw);
+    SC_LAUNCH(plane_spread_kernel, sc_cuda_blocks(x->numel), SC_CUDA_THREADS, 0,
+              sc_cuda_stream(node->ctx), sc_tensor_f32(gy), sc_tensor_f32(gin[0]), hw, x->numel,
+              1.0f / (float)hw);
     SC_CUDA_LAUNCHED("plane_spread_kernel");
     return SC_OK;
 }

@@ -20,8 +20,8 @@ static sc_status reshape_forward(sc_node *node) { return SC_OK; }
 static sc_status reshape_backward(sc_node *node, const sc_tensor *gy, sc_tensor *const *gin)
 {
     int64_t n = gy->numel;
-    add_kernel<<<sc_cuda_blocks(n), SC_CUDA_THREADS, 0, sc_cuda_stream(node->ctx)>>>(
-        sc_tensor_f32(gy), sc_tensor_f32(gin[0]), n);
+    SC_LAUNCH(add_kernel, sc_cuda_blocks(n), SC_CUDA_THREADS, 0, sc_cuda_stream(node->ctx),
+              sc_tensor_f32(gy), sc_tensor_f32(gin[0]), n);
     SC_CUDA_LAUNCHED("add_kernel");
     return SC_OK;
 }
@@ -48,9 +48,9 @@ template <typename T> static sc_status concat_copy(sc_node *node, const sc_conca
 {
     cudaStream_t st = sc_cuda_stream(node->ctx);
     for (int i = 0; i < g.n; i++) {
-        concat_forward_kernel<T><<<sc_cuda_blocks(g.outer * g.block[i]), SC_CUDA_THREADS, 0, st>>>(
-            (const T *)node->in[i]->data, (T *)node->out->data, g.outer, g.block[i], g.row,
-            g.off[i]);
+        SC_LAUNCH(concat_forward_kernel<T>, sc_cuda_blocks(g.outer * g.block[i]), SC_CUDA_THREADS,
+                  0, st, (const T *)node->in[i]->data, (T *)node->out->data, g.outer, g.block[i],
+                  g.row, g.off[i]);
         SC_CUDA_LAUNCHED("concat_forward_kernel");
     }
     return SC_OK;
@@ -75,8 +75,9 @@ static sc_status concat_backward(sc_node *node, const sc_tensor *gy, sc_tensor *
     for (int i = 0; i < g.n; i++) {
         if (!gin[i])
             continue;
-        concat_backward_kernel<<<sc_cuda_blocks(g.outer * g.block[i]), SC_CUDA_THREADS, 0, st>>>(
-            sc_tensor_f32(gy), sc_tensor_f32(gin[i]), g.outer, g.block[i], g.row, g.off[i]);
+        SC_LAUNCH(concat_backward_kernel, sc_cuda_blocks(g.outer * g.block[i]), SC_CUDA_THREADS, 0,
+                  st, sc_tensor_f32(gy), sc_tensor_f32(gin[i]), g.outer, g.block[i], g.row,
+                  g.off[i]);
         SC_CUDA_LAUNCHED("concat_backward_kernel");
     }
     return SC_OK;

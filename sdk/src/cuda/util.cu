@@ -33,7 +33,7 @@ extern "C" sc_status sc_cuda_fill_f32(int index, float *p, float value, int64_t 
     sc_cuda_dev *d = sc_cuda_dev_get(index);
     if (!d)
         return sc_error_code();
-    fill_kernel<<<sc_cuda_blocks(n), SC_CUDA_THREADS, 0, d->compute>>>(p, value, n);
+    SC_LAUNCH(fill_kernel, sc_cuda_blocks(n), SC_CUDA_THREADS, 0, d->compute, p, value, n);
     SC_CUDA_LAUNCHED("fill");
     return SC_OK;
 }
@@ -43,7 +43,7 @@ extern "C" sc_status sc_cuda_scale_f32(int index, float *p, float factor, int64_
     sc_cuda_dev *d = sc_cuda_dev_get(index);
     if (!d)
         return sc_error_code();
-    scale_kernel<<<sc_cuda_blocks(n), SC_CUDA_THREADS, 0, d->compute>>>(p, factor, n);
+    SC_LAUNCH(scale_kernel, sc_cuda_blocks(n), SC_CUDA_THREADS, 0, d->compute, p, factor, n);
     SC_CUDA_LAUNCHED("scale");
     return SC_OK;
 }
@@ -53,7 +53,7 @@ extern "C" void *sc_cuda_to_bf16(sc_ctx *ctx, const float *x, int64_t n)
     __nv_bfloat16 *y = (__nv_bfloat16 *)sc_ctx_alloc_data(ctx, (size_t)n * sizeof *y);
     if (!y)
         return NULL;
-    to_bf16_kernel<<<sc_cuda_blocks(n), SC_CUDA_THREADS, 0, sc_cuda_stream(ctx)>>>(y, x, n);
+    SC_LAUNCH(to_bf16_kernel, sc_cuda_blocks(n), SC_CUDA_THREADS, 0, sc_cuda_stream(ctx), y, x, n);
     if (cudaPeekAtLastError() != cudaSuccess) {
         sc_cuda_error(cudaGetLastError(), "to_bf16_kernel", __FILE__, __LINE__);
         return NULL;

@@ -1,0 +1,146 @@
+#ifndef CUDAEMU_CUDNN_H
+#define CUDAEMU_CUDNN_H
+#include "cuda_runtime.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+typedef enum {
+    CUDNN_STATUS_SUCCESS = 0,
+    CUDNN_STATUS_NOT_INITIALIZED = 1001,
+    CUDNN_STATUS_BAD_PARAM = 2000,
+    CUDNN_STATUS_NOT_SUPPORTED = 3000,
+    CUDNN_STATUS_ALLOC_FAILED = 4000,
+    CUDNN_STATUS_EXECUTION_FAILED = 5000,
+} cudnnStatus_t;
+typedef enum { CUDNN_DATA_FLOAT = 0, CUDNN_DATA_DOUBLE = 1, CUDNN_DATA_HALF = 2, CUDNN_DATA_BFLOAT16 = 9 } cudnnDataType_t;
+typedef enum { CUDNN_TENSOR_NCHW = 0, CUDNN_TENSOR_NHWC = 1 } cudnnTensorFormat_t;
+typedef enum { CUDNN_CONVOLUTION = 0, CUDNN_CROSS_CORRELATION = 1 } cudnnConvolutionMode_t;
+typedef enum {
+    CUDNN_DEFAULT_MATH = 0,
+    CUDNN_TENSOR_OP_MATH = 1,
+    CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION = 2,
+    CUDNN_FMA_MATH = 3,
+} cudnnMathType_t;
+typedef enum { CUDNN_NOT_PROPAGATE_NAN = 0, CUDNN_PROPAGATE_NAN = 1 } cudnnNanPropagation_t;
+typedef enum { CUDNN_NON_DETERMINISTIC = 0, CUDNN_DETERMINISTIC = 1 } cudnnDeterminism_t;
+typedef enum {
+    CUDNN_POOLING_MAX = 0,
+    CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING = 1,
+    CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING = 2,
+    CUDNN_POOLING_MAX_DETERMINISTIC = 3,
+} cudnnPoolingMode_t;
+typedef enum { CUDNN_BATCHNORM_PER_ACTIVATION = 0, CUDNN_BATCHNORM_SPATIAL = 1 } cudnnBatchNormMode_t;
+#define CUDNN_BN_MIN_EPSILON 0.0
+typedef enum { CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM = 0, CUDNN_CONVOLUTION_FWD_ALGO_COUNT = 8 } cudnnConvolutionFwdAlgo_t;
+typedef enum { CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 = 0, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT = 6 } cudnnConvolutionBwdDataAlgo_t;
+typedef enum { CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 = 0, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT = 7 } cudnnConvolutionBwdFilterAlgo_t;
+#define EMU_PERF(T, A)                                                         \
+    typedef struct {                                                           \
+        A algo;                                                                \
+        cudnnStatus_t status;                                                  \
+        float time;                                                            \
+        size_t memory;                                                         \
+        cudnnDeterminism_t determinism;                                        \
+        cudnnMathType_t mathType;                                              \
+        int reserved[3];                                                       \
+    } T;
+EMU_PERF(cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t)
+EMU_PERF(cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t)
+EMU_PERF(cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t)
+#undef EMU_PERF
+typedef struct cudnnContext *cudnnHandle_t;
+typedef struct cudnnTensorStruct *cudnnTensorDescriptor_t;
+typedef struct cudnnFilterStruct *cudnnFilterDescriptor_t;
+typedef struct cudnnConvolutionStruct *cudnnConvolutionDescriptor_t;
+typedef struct cudnnPoolingStruct *cudnnPoolingDescriptor_t;
+
+cudnnStatus_t cudnnCreate(cudnnHandle_t *h);
+cudnnStatus_t cudnnSetStream(cudnnHandle_t h, cudaStream_t s);
+const char *cudnnGetErrorString(cudnnStatus_t s);
+cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *d);
+cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d);
+cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t f,
+                                         cudnnDataType_t t, int n, int c, int h, int w);
+cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t *d);
+cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t d);
+cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t t,
+                                         cudnnTensorFormat_t f, int k, int c, int h, int w);
+cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t *d);
+cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t d);
+cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int pad_h,
+                                              int pad_w, int u, int v, int dil_h, int dil_w,
+                                              cudnnConvolutionMode_t mode,
+                                              cudnnDataType_t compute);
+cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t d, int groups);
+cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnMathType_t m);
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t h, cudnnTensorDescriptor_t x,
+                                                     cudnnFilterDescriptor_t w,
+                                                     cudnnConvolutionDescriptor_t c,
+                                                     cudnnTensorDescriptor_t y, int requested,
+                                                     int *returned,
+                                                     cudnnConvolutionFwdAlgoPerf_t *perf);
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
+    cudnnHandle_t h, cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t dy,
+    cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t dx, int requested, int *returned,
+    cudnnConvolutionBwdDataAlgoPerf_t *perf);
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+    cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t dy,
+    cudnnConvolutionDescriptor_t c, cudnnFilterDescriptor_t dw, int requested, int *returned,
+    cudnnConvolutionBwdFilterAlgoPerf_t *perf);
+cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha,
+                                      cudnnTensorDescriptor_t xd, const void *x,
+                                      cudnnFilterDescriptor_t wd, const void *w,
+                                      cudnnConvolutionDescriptor_t cd,
+                                      cudnnConvolutionFwdAlgo_t algo, void *ws, size_t ws_bytes,
+                                      const void *beta, cudnnTensorDescriptor_t yd, void *y);
+cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha,
+                                           cudnnFilterDescriptor_t wd, const void *w,
+                                           cudnnTensorDescriptor_t dyd, const void *dy,
+                                           cudnnConvolutionDescriptor_t cd,
+                                           cudnnConvolutionBwdDataAlgo_t algo, void *ws,
+                                           size_t ws_bytes, const void *beta,
+                                           cudnnTensorDescriptor_t dxd, void *dx);
+cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
+                                             cudnnTensorDescriptor_t xd, const void *x,
+                                             cudnnTensorDescriptor_t dyd, const void *dy,
+                                             cudnnConvolutionDescriptor_t cd,
+                                             cudnnConvolutionBwdFilterAlgo_t algo, void *ws,
+                                             size_t ws_bytes, const void *beta,
+                                             cudnnFilterDescriptor_t dwd, void *dw);
+cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t h, const void *alpha,
+                                           cudnnTensorDescriptor_t dyd, const void *dy,
+                                           const void *beta, cudnnTensorDescriptor_t dbd,
+                                           void *db);
+cudnnStatus_t cudnnCreatePoolingDescriptor(cudnnPoolingDescriptor_t *d);
+cudnnStatus_t cudnnDestroyPoolingDescriptor(cudnnPoolingDescriptor_t d);
+cudnnStatus_t cudnnSetPooling2dDescriptor(cudnnPoolingDescriptor_t d, cudnnPoolingMode_t mode,
+                                          cudnnNanPropagation_t nan, int wh, int ww, int ph,
+                                          int pw, int sh, int sw);
+cudnnStatus_t cudnnPoolingForward(cudnnHandle_t h, cudnnPoolingDescriptor_t pd,
+                                  const void *alpha, cudnnTensorDescriptor_t xd, const void *x,
+                                  const void *beta, cudnnTensorDescriptor_t yd, void *y);
+cudnnStatus_t cudnnPoolingBackward(cudnnHandle_t h, cudnnPoolingDescriptor_t pd,
+                                   const void *alpha, cudnnTensorDescriptor_t yd, const void *y,
+                                   cudnnTensorDescriptor_t dyd, const void *dy,
+                                   cudnnTensorDescriptor_t xd, const void *x, const void *beta,
+                                   cudnnTensorDescriptor_t dxd, void *dx);
+cudnnStatus_t cudnnBatchNormalizationForwardTraining(
+    cudnnHandle_t h, cudnnBatchNormMode_t mode, const void *alpha, const void *beta,
+    cudnnTensorDescriptor_t xd, const void *x, cudnnTensorDescriptor_t yd, void *y,
+    cudnnTensorDescriptor_t bnd, const void *scale, const void *bias, double factor,
+    void *running_mean, void *running_var, double eps, void *save_mean, void *save_inv_var);
+cudnnStatus_t cudnnBatchNormalizationForwardInference(
+    cudnnHandle_t h, cudnnBatchNormMode_t mode, const void *alpha, const void *beta,
+    cudnnTensorDescriptor_t xd, const void *x, cudnnTensorDescriptor_t yd, void *y,
+    cudnnTensorDescriptor_t bnd, const void *scale, const void *bias, const void *mean,
+    const void *var, double eps);
+cudnnStatus_t cudnnBatchNormalizationBackward(
+    cudnnHandle_t h, cudnnBatchNormMode_t mode, const void *alpha_d, const void *beta_d,
+    const void *alpha_p, const void *beta_p, cudnnTensorDescriptor_t xd, const void *x,
+    cudnnTensorDescriptor_t dyd, const void *dy, cudnnTensorDescriptor_t dxd, void *dx,
+    cudnnTensorDescriptor_t bnd, const void *scale, void *dscale, void *dbias, double eps,
+    const void *saved_mean, const void *saved_inv_var);
+#ifdef __cplusplus
+}
+#endif
+#endif
