@@ -37,5 +37,6 @@ cudaError_t enqueue(cudaStream_t s, const char *what, std::function<void()> fn);
 /* Reports and returns false unless [p, p + bytes) is inside one device allocation. */
 bool check_device_range(const char *what, const void *p, size_t bytes);
 bool is_device(const void *p);
+bool is_device_or_pinned(const void *p); /* device or cudaHostAlloc memory */
 } // namespace cudaemu
 #endif
