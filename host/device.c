@@ -75,9 +75,20 @@ void sc_gpu_inventory_probe(sc_gpu_inventory *out)
     *out = (sc_gpu_inventory){.backend = sc_cuda_built()};
     int count = sc_cuda_device_count();
     out->count = count < SC_MAX_DEVICES ? count : SC_MAX_DEVICES;
-    for (int i = 0; i < out->count; i++) {
+    for (int i = 0; i < out->count; i++)
+        out->free_bytes[i] = SC_GPU_FREE_UNREAD;
+}
+
+/* Each GPU's free memory: the inventory's, or read now (0 where NVML
+ * cannot tell, which leaves auto the first free GPU). */
+static void free_memory(const sc_gpu_inventory *gpus, int64_t *free_bytes)
+{
+    for (int i = 0; i < gpus->count && i < SC_MAX_DEVICES; i++) {
         sc_device_info info;
-        out->free_bytes[i] = sc_cuda_device_info(i, &info) == SC_OK ? (int64_t)info.free_bytes : 0;
+        if (gpus->free_bytes[i] != SC_GPU_FREE_UNREAD)
+            free_bytes[i] = gpus->free_bytes[i];
+        else
+            free_bytes[i] = sc_cuda_device_info(i, &info) == SC_OK ? (int64_t)info.free_bytes : 0;
     }
 }
 
@@ -232,11 +243,13 @@ static sc_status hold_best_free(sc_device_set *set, const sc_device_env *env, co
                                 const char *source)
 {
     const sc_gpu_inventory *gpus = env->gpus;
+    int64_t free_bytes[SC_MAX_DEVICES];
+    free_memory(gpus, free_bytes);
     bool tried[SC_MAX_DEVICES] = {0};
     for (int n = 0; n < gpus->count && n < SC_MAX_DEVICES; n++) {
         int best = -1;
         for (int i = 0; i < gpus->count && i < SC_MAX_DEVICES; i++)
-            if (!tried[i] && (best < 0 || gpus->free_bytes[i] > gpus->free_bytes[best]))
+            if (!tried[i] && (best < 0 || free_bytes[i] > free_bytes[best]))
                 best = i;
         tried[best] = true;
         sc_status st = hold(set, env, best);

@@ -58,12 +58,19 @@ sc_status sc_device_parse(const char *text, sc_device_request *out);
 
 /* The GPUs this build can drive on this machine. */
 typedef struct sc_gpu_inventory {
-    bool backend;                     /* the build has a GPU backend */
+    bool backend;                       /* the build has a GPU backend */
     int count;
-    int64_t free_bytes[SC_MAX_DEVICES];
+    int64_t free_bytes[SC_MAX_DEVICES]; /* or SC_GPU_FREE_UNREAD */
 } sc_gpu_inventory;
 
-/* Asks libscorch's GPU backend (none in a build without nvcc). */
+/* Free memory not read yet: auto reads it when it chooses. */
+#define SC_GPU_FREE_UNREAD ((int64_t)-1)
+
+/* Asks libscorch's GPU backend (none in a build without nvcc) how many
+ * GPUs there are, which makes no CUDA context on any; free memory is left
+ * for auto, the one choice that compares it, to read then (through NVML,
+ * which makes none either). A context is made only on the GPU a replica
+ * holds, once it holds it. */
 void sc_gpu_inventory_probe(sc_gpu_inventory *out);
 
 /* How many replicas one process drives for `text`: `requested`

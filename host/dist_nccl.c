@@ -9,7 +9,17 @@
  * NCCL stream wait for those kernels; when it waits for a bucket, the host
  * polls the bucket's completion event against the deadline, and the
  * compute stream is made to wait for it too, so the averaging and the
- * optimizer that follow see the sum. */
+ * optimizer that follow see the sum.
+ *
+ * Nothing waits without a deadline. The communicator is non-blocking
+ * (ncclConfig_t.blocking = 0): its start-up, which needs every rank, and
+ * any call that returns ncclInProgress are polled with
+ * ncclCommGetAsyncError against --collective-timeout like the sums. A
+ * missed deadline or an error (a peer gone: ncclRemoteError; the GPU
+ * failed: a CUDA error, reported as such at once) aborts the communicator
+ * (ncclCommAbort, which never waits for the other ranks) and ends the job;
+ * only a communicator every rank got through with is finalized and
+ * destroyed. */
 #include "dist_comm.h"
 
 #include <cuda_runtime.h>
@@ -26,6 +36,7 @@ struct sc_comm {
     sc_comm *ctl;
     double timeout_s;
     ncclComm_t nccl;
+    bool healthy; /* started, and no error since: finalize, not abort */
     cudaStream_t compute, stream; /* the rank's kernels; NCCL's own */
     int n_buckets;
     cudaEvent_t *ready, *done; /* per bucket: gradients queued; sum complete */
@@ -38,10 +49,22 @@ static sc_status nccl_failed(ncclResult_t r, const char *call)
     return sc_error_set(SC_ERR_UNSUPPORTED, "NCCL: %s: %s", call, ncclGetErrorString(r));
 }
 
+/* A sticky error (an illegal address, a kernel that crashed: CUDA
+ * returns it from every later call, and cudaGetLastError cannot clear it)
+ * is the GPU's failure in earlier asynchronous work, not the call's. */
 static sc_status cuda_failed(cudaError_t e, const char *call)
 {
     cudaGetLastError();
-    return sc_error_set(SC_ERR_UNSUPPORTED, "CUDA: %s: %s", call, cudaGetErrorString(e));
+    if (cudaPeekAtLastError() != e)
+        return sc_error_set(SC_ERR_UNSUPPORTED, "CUDA: %s: %s", call, cudaGetErrorString(e));
+    int device;
+    char gpu[32] = "the GPU";
+    if (cudaGetDevice(&device) == cudaSuccess)
+        snprintf(gpu, sizeof gpu, "cuda:%d", device);
+    return sc_error_set(SC_ERR_STATE,
+                        "CUDA: %s failed in earlier asynchronous work: %s (a sticky error: "
+                        "every later CUDA call of this process fails with it; noticed at %s)",
+                        gpu, cudaGetErrorString(e), call);
 }
 
 #define NCCL_TRY(call)                                                         \
@@ -69,13 +92,44 @@ static void free_events(sc_comm *c)
     c->n_buckets = 0;
 }
 
+/* Whether the communicator's last call is done: its state is no longer
+ * ncclInProgress. */
+static bool settled(void *arg)
+{
+    sc_comm *c = arg;
+    ncclResult_t state = ncclSuccess;
+    ncclCommGetAsyncError(c->nccl, &state);
+    return state != ncclInProgress;
+}
+
+/* Waits for a call of the non-blocking communicator that returned r
+ * (ncclInProgress: it goes on in the background) against the deadline,
+ * which ends the job; a failure, then or later, is its status. */
+static sc_status finish(sc_comm *c, ncclResult_t r, const char *what)
+{
+    if (r == ncclInProgress) {
+        sc_comm_wait(&sc_comm_nccl, c, c->timeout_s, settled, c, what);
+        ncclCommGetAsyncError(c->nccl, &r);
+    }
+    if (r != ncclSuccess) {
+        c->healthy = false;
+        return nccl_failed(r, what);
+    }
+    return SC_OK;
+}
+
 static void nccl_close(sc_comm *c)
 {
     if (!c)
         return;
     free_events(c);
-    if (c->nccl)
+    /* Finalizing waits for every rank, under the deadline; a communicator
+     * that failed, then or before, is aborted instead. */
+    if (c->healthy &&
+        finish(c, ncclCommFinalize(c->nccl), "NCCL's shutdown (ncclCommFinalize)") == SC_OK)
         ncclCommDestroy(c->nccl);
+    else if (c->nccl)
+        ncclCommAbort(c->nccl);
     if (c->stream)
         cudaStreamDestroy(c->stream);
     if (c->ctl)
@@ -83,7 +137,9 @@ static void nccl_close(sc_comm *c)
     free(c);
 }
 
-/* Rank 0's unique id to every rank, then the communicator on `device`. */
+/* Rank 0's unique id to every rank, then the communicator on `device`.
+ * Made non-blocking: ncclCommInitRank would wait for every rank to join
+ * with no deadline. */
 static sc_status join(sc_comm *c, const sc_comm_info *info, int device)
 {
     ncclUniqueId id;
@@ -92,7 +148,13 @@ static sc_status join(sc_comm *c, const sc_comm_info *info, int device)
     c->ctl_ops->broadcast(c->ctl, &id, sizeof id, 0, "the broadcast of the NCCL id");
     CUDA_TRY(cudaSetDevice(device));
     CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
-    NCCL_TRY(ncclCommInitRank(&c->nccl, info->world, id, info->rank));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(&c->nccl, info->world, id, info->rank, &config);
+    if (r != ncclSuccess && r != ncclInProgress)
+        return nccl_failed(r, "ncclCommInitRankConfig");
+    SC_TRY(finish(c, r, "NCCL's start-up (ncclCommInitRankConfig)"));
+    c->healthy = true;
     return SC_OK;
 }
 
@@ -148,6 +210,15 @@ static sc_status nccl_buckets(sc_comm *c, int n)
     return SC_OK;
 }
 
+/* Aborting the communicator first stops this rank's NCCL work and frees
+ * it without waiting for the other ranks. */
+static void nccl_abort_job(sc_comm *c)
+{
+    if (c->nccl)
+        ncclCommAbort(c->nccl);
+    c->ctl_ops->abort_job(c->ctl);
+}
+
 /* A failure here means the GPU or the network broke under a running job:
  * like a missed deadline, it ends the job. */
 static void broken(sc_comm *c, const char *what)
@@ -155,16 +226,16 @@ static void broken(sc_comm *c, const char *what)
     fprintf(stderr, "%sscorch-train: %s failed: %s; aborting the job\n", sc_dist_log_prefix(),
             what, sc_error_message());
     fflush(stderr);
-    c->ctl_ops->abort_job(c->ctl);
+    nccl_abort_job(c);
 }
-
-static void nccl_abort_job(sc_comm *c) { c->ctl_ops->abort_job(c->ctl); }
 
 static sc_status start(sc_comm *c, int bucket, float *data, int64_t n)
 {
     CUDA_TRY(cudaEventRecord(c->ready[bucket], c->compute));
     CUDA_TRY(cudaStreamWaitEvent(c->stream, c->ready[bucket], 0));
-    NCCL_TRY(ncclAllReduce(data, data, (size_t)n, ncclFloat, ncclSum, c->nccl, c->stream));
+    SC_TRY(finish(c,
+                  ncclAllReduce(data, data, (size_t)n, ncclFloat, ncclSum, c->nccl, c->stream),
+                  "ncclAllReduce"));
     CUDA_TRY(cudaEventRecord(c->done[bucket], c->stream));
     return SC_OK;
 }
@@ -175,17 +246,27 @@ static void nccl_sum_start(sc_comm *c, int bucket, float *data, int64_t n)
         broken(c, "starting a gradient allreduce");
 }
 
-static bool nccl_sum_test(sc_comm *c, int bucket)
+/* cudaSuccess once the bucket's sum is done. cudaErrorNotReady is no
+ * error, but it becomes the thread's last error all the same: cleared, or
+ * the check after this thread's next kernel launch would take it for its
+ * own. */
+static cudaError_t sum_state(sc_comm *c, int bucket)
 {
-    return cudaEventQuery(c->done[bucket]) == cudaSuccess;
+    cudaError_t e = cudaEventQuery(c->done[bucket]);
+    if (e == cudaErrorNotReady)
+        cudaGetLastError();
+    return e;
 }
+
+static bool nccl_sum_test(sc_comm *c, int bucket) { return sum_state(c, bucket) == cudaSuccess; }
 
 typedef struct bucket_ref {
     sc_comm *c;
     int bucket;
 } bucket_ref;
 
-/* Done, or a NCCL error (a peer gone) that no wait will fix. */
+/* Done, or an error that no wait will fix: NCCL's (a peer gone) or the
+ * GPU's, which would otherwise pass for a collective that never ends. */
 static bool sum_settled(void *arg)
 {
     bucket_ref *r = arg;
@@ -195,7 +276,12 @@ static bool sum_settled(void *arg)
         nccl_failed(async, "the gradient allreduce");
         broken(r->c, "the gradient allreduce");
     }
-    return nccl_sum_test(r->c, r->bucket);
+    cudaError_t e = sum_state(r->c, r->bucket);
+    if (e != cudaSuccess && e != cudaErrorNotReady) {
+        cuda_failed(e, "cudaEventQuery");
+        broken(r->c, "the gradient allreduce");
+    }
+    return e == cudaSuccess;
 }
 
 static void nccl_sum_wait(sc_comm *c, int bucket, const char *what)

@@ -4,16 +4,21 @@
 
 #include "run_log.h"
 
+sc_status sc_loss_check(double value, const char *phase, int epoch, int64_t batch)
+{
+    if (!isfinite(value))
+        return sc_error_set(SC_ERR_NUMERIC, "%s loss is %g at epoch %d, batch %lld", phase,
+                            value, epoch, (long long)batch);
+    return SC_OK;
+}
+
 sc_status sc_loss_value(const sc_tensor *loss, const char *phase, int epoch, int64_t batch,
                         double *out)
 {
     float value;
     SC_TRY(sc_tensor_item(loss, &value));
     *out = value;
-    if (!isfinite(*out))
-        return sc_error_set(SC_ERR_NUMERIC, "%s loss is %g at epoch %d, batch %lld", phase,
-                            *out, epoch, (long long)batch);
-    return SC_OK;
+    return sc_loss_check(*out, phase, epoch, batch);
 }
 
 static sc_status eval_batch(sc_session *s, const sc_batch *b, int epoch, const char *phase,

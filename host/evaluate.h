@@ -26,8 +26,10 @@ sc_status sc_evaluate(sc_session *s, sc_loader *loader, const char *phase, int e
                       sc_eval_batch_fn on_batch, void *user, sc_run_log *log);
 
 /* The batch loss as a double, or an SC_ERR_NUMERIC error when it is not
- * finite (naming the phase and batch). */
+ * finite (naming the phase and batch). On a GPU it waits for the loss. */
 sc_status sc_loss_value(const sc_tensor *loss, const char *phase, int epoch, int64_t batch,
                         double *out);
+/* The same error for a loss value already read. */
+sc_status sc_loss_check(double value, const char *phase, int epoch, int64_t batch);
 
 #endif

@@ -50,6 +50,8 @@ sc_status sc_graph_step_init(sc_graph_step *g, const char *mode, const sc_sessio
         return go_eager(g, log, "data parallelism communicates during backward");
     if (accumulate > 1)
         return go_eager(g, log, "--accumulate varies the step");
+    if (!(g->store = sc_ctx_new(sc_ctx_device(s->ctx))))
+        return sc_error_wrap(sc_error_code(), "CUDA graphs: the graph's batch buffers");
     return SC_OK;
 }
 
@@ -57,45 +59,69 @@ void sc_graph_step_free(sc_graph_step *g)
 {
     sc_graph_free(g->graph);
     g->graph = NULL;
+    sc_ctx_free(g->store);
+    g->store = NULL;
 }
 
-static sc_status eager_step(sc_session *s, const sc_batch *b, sc_tensor_list *outputs,
+static sc_status eager_step(sc_session *s, const sc_tensor_list *inputs,
+                            const sc_tensor_list *targets, sc_tensor_list *outputs,
                             sc_tensor **loss)
 {
-    SC_TRY(sc_session_forward(s, &b->inputs, outputs));
-    SC_TRY(sc_session_criterion(s, outputs, &b->targets, loss));
+    SC_TRY(sc_session_forward(s, inputs, outputs));
+    SC_TRY(sc_session_criterion(s, outputs, targets, loss));
     return sc_backward(s->ctx, *loss, NULL, NULL);
 }
 
-/* Keeps the graph's tensors (their structs live in the arena). */
-static void keep_tensors(sc_graph_step *g, const sc_tensor_list *in, const sc_tensor_list *tg,
-                         const sc_tensor_list *out, const sc_tensor *loss)
+/* Buffers like the batch's tensors, which the graph reads its batch from. */
+static sc_status alloc_batch(sc_graph_step *g, const sc_tensor_list *like, sc_tensor_list *out)
 {
-    g->n_inputs = in->n;
-    g->n_targets = tg->n;
+    out->n = like->n;
+    for (int i = 0; i < like->n; i++) {
+        const sc_tensor *t = like->t[i];
+        if (!(out->t[i] = sc_tensor_new(g->store, t->dtype, t->ndim, t->shape)))
+            return sc_error_wrap(sc_error_code(), "CUDA graphs: the graph's batch buffers");
+    }
+    return SC_OK;
+}
+
+/* Queues copies of the batch into the graph's buffers, behind the steps
+ * before it that read them. */
+static sc_status copy_batch(sc_graph_step *g, sc_ctx *ctx, const sc_tensor_list *inputs,
+                            const sc_tensor_list *targets)
+{
+    for (int i = 0; i < inputs->n; i++)
+        SC_TRY(sc_tensor_copy_async(ctx, g->inputs.t[i], inputs->t[i]));
+    for (int i = 0; i < targets->n; i++)
+        SC_TRY(sc_tensor_copy_async(ctx, g->targets.t[i], targets->t[i]));
+    return SC_OK;
+}
+
+/* Keeps the graph's outputs (their structs live in the arena). */
+static void keep_outputs(sc_graph_step *g, const sc_tensor_list *out, const sc_tensor *loss)
+{
     g->n_outputs = out->n;
-    for (int i = 0; i < in->n; i++)
-        g->inputs[i] = *in->t[i];
-    for (int i = 0; i < tg->n; i++)
-        g->targets[i] = *tg->t[i];
     for (int i = 0; i < out->n; i++)
         g->outputs[i] = *out->t[i];
     g->loss = *loss;
 }
 
-/* Records forward, criterion and backward from batch tensors uploaded
- * first (outside the graph, into the arena's first bytes). */
-static sc_status capture(sc_graph_step *g, sc_session *s, const sc_batch *b)
+/* Records forward, criterion and backward from the graph's batch buffers,
+ * filled first (outside the graph). */
+static sc_status capture(sc_graph_step *g, sc_session *s, const sc_tensor_list *inputs,
+                         const sc_tensor_list *targets, int64_t rows)
 {
-    sc_tensor_list in, tg, out;
+    sc_tensor_list out;
     sc_tensor *loss = NULL;
-    SC_TRY(sc_session_upload(s, &b->inputs, &in));
-    SC_TRY(sc_session_upload(s, &b->targets, &tg));
+    if (g->inputs.n == 0) { /* the first capture; later ones keep the buffers */
+        SC_TRY(alloc_batch(g, inputs, &g->inputs));
+        SC_TRY(alloc_batch(g, targets, &g->targets));
+    }
+    SC_TRY(copy_batch(g, s->ctx, inputs, targets));
     SC_TRY(sc_ctx_synchronize(s->ctx));
     SC_TRY(sc_ctx_capture_begin(s->ctx));
-    sc_status st = sc_session_forward(s, &in, &out);
+    sc_status st = sc_session_forward(s, &g->inputs, &out);
     if (st == SC_OK)
-        st = sc_session_criterion(s, &out, &tg, &loss);
+        st = sc_session_criterion(s, &out, &g->targets, &loss);
     if (st == SC_OK)
         st = sc_backward(s->ctx, loss, NULL, NULL);
     sc_graph *graph;
@@ -108,19 +134,9 @@ static sc_status capture(sc_graph_step *g, sc_session *s, const sc_batch *b)
     }
     g->graph = graph;
     g->generation = sc_ctx_data_generation(s->ctx);
-    g->rows = b->size;
-    keep_tensors(g, &in, &tg, &out, loss);
+    g->rows = rows;
+    keep_outputs(g, &out, loss);
     return SC_OK;
-}
-
-/* Copies the batch into the graph's input tensors and replays it. */
-static sc_status replay(sc_graph_step *g, const sc_batch *b)
-{
-    for (int i = 0; i < g->n_inputs; i++)
-        SC_TRY(sc_tensor_copy(&g->inputs[i], b->inputs.t[i]));
-    for (int i = 0; i < g->n_targets; i++)
-        SC_TRY(sc_tensor_copy(&g->targets[i], b->targets.t[i]));
-    return sc_graph_launch(g->graph);
 }
 
 static void graph_outputs(sc_graph_step *g, sc_tensor_list *outputs, sc_tensor **loss)
@@ -133,16 +149,18 @@ static void graph_outputs(sc_graph_step *g, sc_tensor_list *outputs, sc_tensor *
 
 /* Captures after the warm-up; on failure the batch runs eagerly after all
  * (nothing of the capture ran). */
-static sc_status capture_and_launch(sc_graph_step *g, sc_session *s, const sc_batch *b,
-                                    sc_tensor_list *outputs, sc_tensor **loss, sc_run_log *log)
+static sc_status capture_and_launch(sc_graph_step *g, sc_session *s,
+                                    const sc_tensor_list *inputs, const sc_tensor_list *targets,
+                                    int64_t rows, sc_tensor_list *outputs, sc_tensor **loss,
+                                    sc_run_log *log)
 {
     if (++g->captures > MAX_CAPTURES)
         SC_TRY(go_eager(g, log, "the step arena keeps moving, so every graph goes stale"));
-    sc_status st = g->eager ? SC_ERR_STATE : capture(g, s, b);
+    sc_status st = g->eager ? SC_ERR_STATE : capture(g, s, inputs, targets, rows);
     if (st == SC_OK) {
         if (g->captures == 1)
             sc_run_log_info(log, "CUDA graphs: replaying the train step (batch %lld)",
-                            (long long)b->size);
+                            (long long)rows);
         graph_outputs(g, outputs, loss);
         return sc_graph_launch(g->graph);
     }
@@ -152,31 +170,33 @@ static sc_status capture_and_launch(sc_graph_step *g, sc_session *s, const sc_ba
         SC_TRY(go_eager(g, log, reason));
     }
     sc_ctx_reset(s->ctx);
-    return eager_step(s, b, outputs, loss);
+    return eager_step(s, inputs, targets, outputs, loss);
 }
 
-sc_status sc_graph_step_run(sc_graph_step *g, sc_session *s, const sc_batch *b,
+sc_status sc_graph_step_run(sc_graph_step *g, sc_session *s, const sc_tensor_list *inputs,
+                            const sc_tensor_list *targets, int64_t rows,
                             sc_tensor_list *outputs, sc_tensor **loss, sc_run_log *log)
 {
     if (g->eager)
-        return eager_step(s, b, outputs, loss);
-    if (g->graph && (b->size != g->rows || sc_ctx_data_generation(s->ctx) != g->generation)) {
-        if (b->size != g->rows) /* a ragged batch: this step only */
-            return eager_step(s, b, outputs, loss);
+        return eager_step(s, inputs, targets, outputs, loss);
+    if (g->graph && (rows != g->rows || sc_ctx_data_generation(s->ctx) != g->generation)) {
+        if (rows != g->rows) /* a ragged batch: this step only */
+            return eager_step(s, inputs, targets, outputs, loss);
         sc_graph_free(g->graph); /* the arena moved: capture again */
         g->graph = NULL;
     }
     if (g->graph) {
         graph_outputs(g, outputs, loss);
-        return replay(g, b);
+        SC_TRY(copy_batch(g, s->ctx, inputs, targets));
+        return sc_graph_launch(g->graph);
     }
     if (g->warm_steps < WARM_STEPS) {
-        SC_TRY(eager_step(s, b, outputs, loss));
+        SC_TRY(eager_step(s, inputs, targets, outputs, loss));
         g->warm_steps++;
         if (sc_ctx_random_ops(s->ctx) > 0)
             return go_eager(g, log, "the step draws random numbers (dropout), which a replay "
                                     "would repeat");
         return SC_OK;
     }
-    return capture_and_launch(g, s, b, outputs, loss, log);
+    return capture_and_launch(g, s, inputs, targets, rows, outputs, loss, log);
 }

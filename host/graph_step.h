@@ -2,11 +2,13 @@
  *
  * A few eager steps come first: the GPU step arena settles into one block
  * and cuDNN chooses its algorithms. Then one step is captured — forward,
- * criterion and backward, from batch tensors already on the GPU — and
- * later steps copy their batch into those same tensors and replay the
- * graph, one launch instead of hundreds. The optimizer step stays outside
- * the graph (its learning rate changes), and so do the loss check and the
- * metrics, which read the graph's outputs after the replay.
+ * criterion and backward, from batch buffers of the graph's own on the
+ * GPU — and later steps copy their batch (already uploaded, step_pipe.h)
+ * into those buffers on the compute stream and replay the graph, one
+ * launch instead of hundreds; nothing waits for the GPU. The optimizer
+ * step stays outside the graph (its learning rate changes), and so do the
+ * loss check and the metrics, which read the graph's outputs after the
+ * replay.
  *
  * A step that cannot replay runs eagerly: a ragged last batch, or any step
  * after the arena's memory moved (the next full batch captures again).
@@ -22,7 +24,6 @@
 
 #include <stdbool.h>
 
-#include "loader.h"
 #include "run_log.h"
 #include "session.h"
 #include "scorch/device.h"
@@ -37,10 +38,12 @@ typedef struct sc_graph_step {
     sc_graph *graph;
     uint64_t generation;    /* the arena's when captured */
     int64_t rows;           /* batch size the graph was captured for */
-    /* The graph's tensors, copied out of the step arena's bookkeeping
+    sc_ctx *store;          /* holds the batch buffers; never reset */
+    sc_tensor_list inputs, targets; /* the graph's batch buffers */
+    /* The graph's results, copied out of the step arena's bookkeeping
      * (which every reset recycles); their data stays where it was. */
-    sc_tensor inputs[SC_MAX_IO], targets[SC_MAX_IO], outputs[SC_MAX_IO], loss;
-    int n_inputs, n_targets, n_outputs;
+    sc_tensor outputs[SC_MAX_IO], loss;
+    int n_outputs;
 } sc_graph_step;
 
 /* Decides whether the run's steps can be graphs at all; when they cannot,
@@ -49,9 +52,11 @@ sc_status sc_graph_step_init(sc_graph_step *g, const char *mode, const sc_sessio
                              int world, int accumulate, sc_run_log *log);
 void sc_graph_step_free(sc_graph_step *g);
 
-/* Forward, criterion and backward of batch b: replayed, captured or eager.
- * *outputs and *loss are what sc_session_forward and _criterion give. */
-sc_status sc_graph_step_run(sc_graph_step *g, sc_session *s, const sc_batch *b,
+/* Forward, criterion and backward of a batch of `rows` samples, on the
+ * context's device: replayed, captured or eager. *outputs and *loss are
+ * what sc_session_forward and _criterion give. */
+sc_status sc_graph_step_run(sc_graph_step *g, sc_session *s, const sc_tensor_list *inputs,
+                            const sc_tensor_list *targets, int64_t rows,
                             sc_tensor_list *outputs, sc_tensor **loss, sc_run_log *log);
 
 #endif

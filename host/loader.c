@@ -161,12 +161,15 @@ static sc_status sc_loader_alloc(sc_loader *loader)
     if (!loader->slots || !loader->perm || !loader->order || !loader->threads)
         return sc_error_set(SC_ERR_NOMEM, "loader: out of memory");
     loader->n_slots = c->prefetch + 1;
+    bool fences = c->pinned && c->gpu.kind == SC_DEVICE_CUDA;
     for (int s = 0; s < loader->n_slots; s++) {
         sc_batch *b = &loader->slots[s].batch;
         SC_TRY(sc_loader_alloc_list(loader->spec.inputs, loader->spec.n_inputs,
                                     c->batch_size, c->pinned, &b->inputs));
         SC_TRY(sc_loader_alloc_list(loader->spec.targets, loader->spec.n_targets,
                                     c->batch_size, c->pinned, &b->targets));
+        if (fences && !(b->uploaded = sc_fence_new(c->gpu)))
+            return sc_error_wrap(sc_error_code(), "loader: upload fence");
     }
     return SC_OK;
 }
@@ -251,6 +254,9 @@ void sc_loader_free(sc_loader *loader)
         pthread_join(loader->threads[w], NULL);
     for (int s = 0; s < loader->n_slots; s++) {
         sc_batch *b = &loader->slots[s].batch;
+        if (b->uploaded) /* an upload may still read the buffers */
+            sc_fence_wait(b->uploaded);
+        sc_fence_free(b->uploaded);
         for (int k = 0; k < b->inputs.n; k++)
             sc_tensor_free(b->inputs.t[k]);
         for (int k = 0; k < b->targets.n; k++)
@@ -351,6 +357,10 @@ static sc_status sc_loader_fill(const sc_loader *loader, const sc_chunk *chunk,
     const sc_batch *b = &chunk->slot->batch;
     sc_tensor in_rows[SC_MAX_IO], tgt_rows[SC_MAX_IO];
     sc_tensor_list inputs, targets;
+    /* The slot's last batch may still be on its way to the GPU. A failed
+     * wait means the GPU failed, which the step reports. */
+    if (b->uploaded)
+        sc_fence_wait(b->uploaded);
     for (int64_t j = chunk->begin; j < chunk->end; j++) {
         int64_t i = b->samples[j];
         sc_rng rng;

@@ -25,6 +25,9 @@
  * header-only slice, so there is no copy and no allocation per sample.
  * Workers fill up to `prefetch` batches beyond the ones the consumer holds;
  * batches come out strictly in order whatever order workers finish in.
+ * For a GPU the buffers are pinned and each slot has a fence: the upload
+ * that copies a batch to the GPU asynchronously sets it, and a released
+ * slot is refilled only once it has passed.
  *
  * Thread rule: one consumer thread calls everything here; the loader owns
  * its workers.
@@ -35,6 +38,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "scorch/device.h"
 #include "scorch/plugin.h"
 
 /* The sampler's stream id; its high bit keeps it apart from every sample
@@ -50,6 +54,7 @@ typedef struct sc_loader_config {
     bool drop_last;     /* train: true */
     int rank, world;
     bool pinned;        /* page-locked batch buffers: a GPU run's faster uploads */
+    sc_device gpu;      /* with pinned, the GPU they are uploaded to: slots get fences */
 } sc_loader_config;
 
 /* A batch of samples, collated: inputs.t[k] is [size, ...spec shape]. */
@@ -59,6 +64,10 @@ typedef struct sc_batch {
     const int64_t *samples;  /* dataset indices of its samples [size] */
     sc_tensor_list inputs;
     sc_tensor_list targets;
+    /* For an asynchronous upload's `done` (sc_tensor_upload_async): the
+     * loader refills the buffers only after it has passed. NULL unless
+     * the config names a GPU. */
+    sc_fence *uploaded;
 } sc_batch;
 
 typedef struct sc_loader sc_loader;

@@ -1,6 +1,7 @@
 #include "session.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Wraps a failed plugin call's message with the plugin file and function. */
@@ -137,6 +138,15 @@ sc_status sc_session_device_choice(const sc_config *cfg, char *text, size_t text
 /* The device of the replica or rank local_rank (device.h) is locked for
  * the run. distributed_dataparallel: CPU ranks under mpirun or srun
  * (host/dist.h) on a machine without GPUs. */
+/* Where GPU locks live: SCORCH_DEVICE_LOCK_DIR, else SC_DEVICE_LOCK_DIR.
+ * Tests on the emulated GPU, whose devices are private to each process,
+ * give every run a directory of its own. */
+static const char *device_lock_dir(void)
+{
+    const char *dir = getenv("SCORCH_DEVICE_LOCK_DIR");
+    return dir && dir[0] ? dir : SC_DEVICE_LOCK_DIR;
+}
+
 static sc_status allocate_device(sc_session *s, const sc_config *cfg, int local_rank)
 {
     char text[SC_PATH_MAX], source[SC_PATH_MAX + 32];
@@ -148,7 +158,7 @@ static sc_status allocate_device(sc_session *s, const sc_config *cfg, int local_
     const char *holder = cfg->run_dir[0]      ? cfg->run_dir
                          : cfg->checkpoint[0] ? "none (scorch-test)"
                                               : "not chosen yet";
-    sc_device_env env = {SC_DEVICE_LOCK_DIR, holder, local_rank, &gpus};
+    sc_device_env env = {device_lock_dir(), holder, local_rank, &gpus};
     SC_TRY(sc_device_allocate(text, source, &env, &s->devices));
     if (s->devices.note[0])
         fprintf(stderr, "note: %s\n", s->devices.note);

@@ -30,9 +30,11 @@ static sc_status write_checkpoint(sc_trainer *t, bool best)
 }
 
 /* Every rank takes part (the checkpoint holds the whole job's sums);
- * rank 0 writes it. */
+ * rank 0 writes it. The steps in flight are read first: their sums belong
+ * in it, and no checkpoint may follow a non-finite loss. */
 static sc_status save_checkpoint(sc_trainer *t, bool best)
 {
+    SC_TRY(sc_step_pipe_drain(t->pipe));
     SC_TRY(sc_dist_before_checkpoint(t->dist, &t->state.loss_sum, &t->state.samples,
                                      t->train_sums));
     sc_status st = sc_dist_is_root(t->dist) ? write_checkpoint(t, best) : SC_OK;
@@ -50,20 +52,36 @@ static bool histograms_due(const sc_trainer *t, const sc_batch *b)
            b->index + 1 == t->steps_per_epoch;
 }
 
+static bool on_gpu(const sc_trainer *t) { return sc_ctx_device(t->s.ctx).kind == SC_DEVICE_CUDA; }
+
+/* The step's loss read now, after the steps before it: for what may not
+ * run past a non-finite loss unseen (hooks, histograms). On a GPU this
+ * waits for the step. */
+static sc_status loss_now(sc_trainer *t, const sc_batch *b, const sc_tensor *loss,
+                          double *value)
+{
+    SC_TRY(sc_step_pipe_drain(t->pipe));
+    return sc_loss_value(loss, "train", t->state.epoch, b->index, value);
+}
+
 /* The step's last micro-batch: the gradients are averaged; the optimizer
  * steps. */
-static sc_status apply_gradients(sc_trainer *t, const sc_batch *b, double loss_value)
+static sc_status apply_gradients(sc_trainer *t, const sc_batch *b, const sc_tensor *loss)
 {
     sc_session *s = &t->s;
+    double loss_value = 0; /* read for the hooks that see it */
+    if (sc_hook_set_has(s->hooks, "after_backward")) {
+        SC_TRY(loss_now(t, b, loss, &loss_value));
+        SC_TRY(trainer_read_params(t));
+    }
     sc_hook_context ctx = trainer_batch_context(t, "after_backward", SC_SPLIT_TRAIN, b->index,
                                         t->steps_per_epoch, loss_value);
     ctx.n_grads = t->n_grads;
     ctx.grads = t->grads;
-    if (sc_hook_set_has(s->hooks, "after_backward"))
-        SC_TRY(trainer_read_params(t));
     SC_TRY(trainer_run_hooks(t, &ctx));
     SC_TRY(sc_optim_step(t->opt, t->lr));
-    if (histograms_due(t, b)) {
+    if (histograms_due(t, b)) { /* never of the weights a non-finite loss made */
+        SC_TRY(loss_now(t, b, loss, &loss_value));
         SC_TRY(trainer_read_params(t));
         sc_tb_log_params(t->log.tb, s->params, t->host_values, t->host_grads,
                          t->state.step + 1);
@@ -73,7 +91,30 @@ static sc_status apply_gradients(sc_trainer *t, const sc_batch *b, double loss_v
     return SC_OK;
 }
 
-static sc_status train_step(sc_trainer *t, const sc_batch *b, double *loss_value)
+/* Forward, criterion and backward of batch b, queued on the GPU from its
+ * uploaded copy. The CPU checks the loss before backward; a GPU leaves it
+ * to the step's fold. */
+static sc_status forward_backward(sc_trainer *t, const sc_batch *b, bool last,
+                                  sc_tensor_list *outputs, sc_tensor **loss)
+{
+    sc_session *s = &t->s;
+    sc_tensor_list inputs, targets;
+    SC_TRY(sc_step_pipe_upload(t->pipe, b, &inputs, &targets));
+    if (t->graphs.eager) {
+        double value;
+        SC_TRY(sc_session_forward(s, &inputs, outputs));
+        SC_TRY(sc_session_criterion(s, outputs, &targets, loss));
+        if (!on_gpu(t))
+            SC_TRY(sc_loss_value(*loss, "train", t->state.epoch, b->index, &value));
+        SC_TRY(sc_dist_backward(t->dist, s->ctx, *loss, last));
+    } else { /* one process, one micro-batch: backward needs no collectives */
+        SC_TRY(sc_graph_step_run(&t->graphs, s, &inputs, &targets, b->size, outputs, loss,
+                                 &t->log));
+    }
+    return sc_step_pipe_consumed(t->pipe);
+}
+
+static sc_status train_step(sc_trainer *t, const sc_batch *b)
 {
     sc_session *s = &t->s;
     int64_t micro = b->index % t->cfg.accumulate; /* micro-batch of the optimizer step */
@@ -83,46 +124,63 @@ static sc_status train_step(sc_trainer *t, const sc_batch *b, double *loss_value
     sc_tensor_list outputs;
     sc_tensor *loss;
     bool last = micro + 1 == t->cfg.accumulate;
-    if (t->graphs.eager) {
-        SC_TRY(sc_session_forward(s, &b->inputs, &outputs));
-        SC_TRY(sc_session_criterion(s, &outputs, &b->targets, &loss));
-        SC_TRY(sc_loss_value(loss, "train", t->state.epoch, b->index, loss_value));
-        SC_TRY(sc_dist_backward(t->dist, s->ctx, loss, last));
-    } else { /* one process, one micro-batch: backward needs no collectives */
-        SC_TRY(sc_graph_step_run(&t->graphs, s, b, &outputs, &loss, &t->log));
-        SC_TRY(sc_loss_value(loss, "train", t->state.epoch, b->index, loss_value));
-    }
+    SC_TRY(forward_backward(t, b, last, &outputs, &loss));
     if (last)
-        SC_TRY(apply_gradients(t, b, *loss_value));
-    SC_TRY(sc_session_metrics(s, &outputs, &b->targets, t->train_sums));
-    t->state.loss_sum += *loss_value * (double)b->size;
-    t->state.samples += b->size;
+        SC_TRY(apply_gradients(t, b, loss));
+    sc_step_info info = {t->state.epoch, b->index, b->size, t->state.step, t->lr, last};
+    SC_TRY(sc_step_pipe_add(t->pipe, loss, &outputs, b, &info));
     t->state.next_batch = b->index + 1;
     return SC_OK;
 }
 
 /* train/loss_step: the mean loss of the optimizer step's micro-batches. */
-static void log_step_loss(sc_trainer *t, double loss)
+static void log_step_loss(sc_trainer *t, const sc_step_info *step, double loss)
 {
     t->step_loss_sum += loss;
-    if (t->state.next_batch % t->cfg.accumulate != 0) /* inside an optimizer step */
+    if (!step->closes_step) /* inside an optimizer step */
         return;
-    sc_tb_log_step(t->log.tb, t->state.step, t->step_loss_sum / t->cfg.accumulate, t->lr);
+    sc_tb_log_step(t->log.tb, step->step, t->step_loss_sum / t->cfg.accumulate, step->lr);
     t->step_loss_sum = 0;
 }
 
-static sc_status after_batch(sc_trainer *t, const sc_batch *b, double loss, double t0,
+sc_status trainer_fold_step(void *user, const sc_step_result *r)
+{
+    sc_trainer *t = user;
+    const sc_step_info *step = &r->info;
+    SC_TRY(sc_loss_check(r->loss, "train", step->epoch, step->batch));
+    SC_TRY(sc_session_metrics(&t->s, r->outputs, r->targets, t->train_sums));
+    t->state.loss_sum += r->loss * (double)step->size;
+    t->state.samples += step->size;
+    t->loss = r->loss;
+    log_step_loss(t, step, r->loss);
+    return SC_OK;
+}
+
+/* Reads the steps in flight: all of them when batch_end hooks read the
+ * loss and metrics of each batch, or when the phase is over; else those
+ * that have arrived. */
+static sc_status read_steps(sc_trainer *t)
+{
+    if (sc_hook_set_has(t->s.hooks, "batch_end") || t->state.next_batch == t->steps_per_epoch)
+        return sc_step_pipe_drain(t->pipe);
+    return sc_step_pipe_poll(t->pipe);
+}
+
+/* The batch_end hooks and the progress line see the steps read so far:
+ * this one, when they need it (read_steps). */
+static sc_status after_batch(sc_trainer *t, const sc_batch *b, double t0,
                              double seconds_before, double wait)
 {
-    log_step_loss(t, loss);
-    sc_hook_context ctx =
-        trainer_batch_context(t, "batch_end", SC_SPLIT_TRAIN, b->index, t->steps_per_epoch, loss);
+    SC_TRY(read_steps(t));
+    sc_hook_context ctx = trainer_batch_context(t, "batch_end", SC_SPLIT_TRAIN, b->index,
+                                                t->steps_per_epoch, t->loss);
     ctx.metrics = t->train_sums;
     SC_TRY(trainer_run_hooks(t, &ctx));
+    int64_t samples = t->state.samples;
     sc_progress progress = {
         .phase = "train", .epoch = t->state.epoch,
         .batch = t->state.next_batch, .batches = t->steps_per_epoch,
-        .samples = t->state.samples, .loss = t->state.loss_sum / (double)t->state.samples,
+        .samples = samples, .loss = samples ? t->state.loss_sum / (double)samples : 0,
         .seconds = seconds_before + sc_now() - t0, .data_wait_s = wait,
     };
     sc_run_log_progress(&t->log, &progress);
@@ -154,14 +212,14 @@ static sc_status train_batches(sc_trainer *t, double *wait)
         sc_hook_context at = trainer_batch_context(t, "batch_begin", SC_SPLIT_TRAIN, b->index,
                                            t->steps_per_epoch, 0);
         SC_TRY(trainer_run_hooks(t, &at));
-        double loss;
-        sc_status st = train_step(t, b, &loss);
+        sc_status st = train_step(t, b);
         sc_ctx_reset(t->s.ctx);
         if (st == SC_OK)
-            st = after_batch(t, b, loss, t0, seconds_before, *wait);
+            st = after_batch(t, b, t0, seconds_before, *wait);
         sc_loader_release(loader, b);
         SC_TRY(st);
     }
+    SC_TRY(sc_step_pipe_drain(t->pipe)); /* stopped early: the steps in flight */
     t->state.train_seconds = seconds_before + sc_now() - t0;
     return SC_OK;
 }

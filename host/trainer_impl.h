@@ -18,6 +18,7 @@
 #include "run_log.h"
 #include "session.h"
 #include "steer.h"
+#include "step_pipe.h"
 #include "tensorboard.h"
 #include "trainer.h"
 
@@ -35,6 +36,7 @@ struct sc_trainer {
     sc_run_log log;
     char *config_text; /* the resolved config.ini, saved in checkpoints */
     double lr;         /* of the latest step */
+    double loss;       /* of the latest step read (step_pipe.h) */
     double step_loss_sum; /* of the optimizer step's micro-batches so far (TensorBoard) */
     bool stop;         /* a hook asked to stop */
     bool interrupted;  /* a signal asked to stop */
@@ -49,7 +51,14 @@ struct sc_trainer {
     bool host_copies;         /* the two above are copies, refreshed on use */
     sc_dist *dist;            /* this process's rank of the job (dist.h) */
     sc_graph_step graphs;     /* the train step as a CUDA graph (graph_step.h) */
+    sc_step_pipe *pipe;       /* uploads and results of the steps in flight */
 };
+
+/* ---- trainer.c ---- */
+
+/* Adds a train step read back (step_pipe.h) to the phase's sums, after
+ * checking its loss; logs TensorBoard's per-step loss. */
+sc_status trainer_fold_step(void *user, const sc_step_result *step);
 
 /* ---- trainer_setup.c ---- */
 

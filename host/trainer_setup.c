@@ -10,6 +10,11 @@
 
 /* ---- set-up ---- */
 
+/* Train steps whose results a GPU run reads later: the host runs at most
+ * this far ahead of the GPU, which then always has a step or two queued
+ * while the host reads one. */
+enum { STEPS_IN_FLIGHT = 3 };
+
 static sc_status make_optimizer(sc_trainer *t)
 {
     sc_optim_kind kind;
@@ -39,6 +44,7 @@ static sc_status make_loader(sc_trainer *t, sc_split split, bool shuffle, sc_loa
         .rank = sc_dist_rank(t->dist),
         .world = sc_dist_world(t->dist),
         .pinned = sc_ctx_device(t->s.ctx).kind == SC_DEVICE_CUDA,
+        .gpu = sc_ctx_device(t->s.ctx),
     };
     return sc_loader_new(t->s.data.api, t->s.splits[split], split, &lc, out);
 }
@@ -265,6 +271,8 @@ static sc_status setup(sc_trainer *t, const sc_dist_seat *seat)
     SC_TRY(open_log(t));
     SC_TRY(sc_graph_step_init(&t->graphs, t->cfg.cuda_graphs, &t->s, sc_dist_world(t->dist),
                               t->cfg.accumulate, &t->log));
+    SC_TRY(sc_step_pipe_new(t->s.ctx, t->cfg.batch_size, STEPS_IN_FLIGHT, trainer_fold_step, t,
+                            &t->pipe));
     SC_TRY(open_tensorboard(t));
     describe(t);
     return open_control(t);
@@ -297,6 +305,7 @@ void sc_trainer_free(sc_trainer *t)
         sc_loader_free(t->loaders[k]);
     sc_loader_free(t->train_eval);
     sc_graph_step_free(&t->graphs);
+    sc_step_pipe_free(t->pipe);
     sc_optim_free(t->opt);
     sc_metrics_free(t->train_sums);
     sc_metrics_free(t->eval_sums);

@@ -36,8 +36,21 @@ void sc_cuda_free(int index, void *p, size_t bytes); /* bytes as allocated */
  * ordered after the kernels already queued on the GPU side. */
 sc_status sc_cuda_memcpy(void *dst, sc_device dst_dev, const void *src, sc_device src_dev,
                          size_t bytes);
-/* Host-to-ctx's-GPU copy on the copy stream; ctx's later kernels wait. */
+/* Host-to-ctx's-GPU copy on the copy stream, after the kernels ctx queued
+ * so far; ctx's later kernels wait. */
 sc_status sc_cuda_upload(sc_ctx *ctx, void *dst, const void *src, size_t bytes);
+/* The same, starting after `after` instead (NULL: at once), setting
+ * `done` (scorch/device.h). */
+sc_status sc_cuda_upload_after(sc_ctx *ctx, void *dst, const void *src, size_t bytes,
+                               sc_fence *after, sc_fence *done);
+/* Any copy on ctx's compute stream, not waited for. */
+sc_status sc_cuda_copy_async(sc_ctx *ctx, void *dst, const void *src, size_t bytes);
+/* Fences (scorch/device.h): CUDA events of GPU `index`. */
+sc_fence *sc_cuda_fence_new(int index);
+void sc_cuda_fence_free(sc_fence *fence);
+sc_status sc_cuda_fence_set(sc_ctx *ctx, sc_fence *fence);
+sc_status sc_cuda_fence_wait(sc_fence *fence);
+sc_status sc_cuda_fence_passed(sc_fence *fence, bool *passed);
 /* Zeroes device memory, queued on the device's compute stream. */
 sc_status sc_cuda_memset0(int index, void *p, size_t bytes);
 sc_status sc_cuda_fill_f32(int index, float *p, float value, int64_t n);
@@ -60,7 +73,7 @@ sc_status sc_cuda_capture_begin(sc_ctx *ctx);
 sc_status sc_cuda_capture_end(sc_ctx *ctx, sc_graph **out);
 
 /* The table libscorch_cuda exports; version changes with its layout. */
-enum { SC_CUDA_API_VERSION = 1 };
+enum { SC_CUDA_API_VERSION = 2 };
 typedef struct sc_cuda_api {
     int version;
     int (*device_count)(void);
@@ -85,6 +98,15 @@ typedef struct sc_cuda_api {
     sc_status (*capture_end)(sc_ctx *ctx, sc_graph **out);
     sc_status (*graph_launch)(sc_graph *graph);
     void (*graph_free)(sc_graph *graph);
+    /* version 2: pipelined steps */
+    sc_status (*upload_after)(sc_ctx *ctx, void *dst, const void *src, size_t bytes,
+                              sc_fence *after, sc_fence *done);
+    sc_status (*copy_async)(sc_ctx *ctx, void *dst, const void *src, size_t bytes);
+    sc_fence *(*fence_new)(int index);
+    void (*fence_free)(sc_fence *fence);
+    sc_status (*fence_set)(sc_ctx *ctx, sc_fence *fence);
+    sc_status (*fence_wait)(sc_fence *fence);
+    sc_status (*fence_passed)(sc_fence *fence, bool *passed);
 } sc_cuda_api;
 
 #endif

@@ -97,6 +97,17 @@ sc_status sc_cuda_upload(sc_ctx *ctx, void *dst, const void *src, size_t bytes)
     return backend() ? api->upload(ctx, dst, src, bytes) : unavailable();
 }
 
+sc_status sc_cuda_upload_after(sc_ctx *ctx, void *dst, const void *src, size_t bytes,
+                               sc_fence *after, sc_fence *done)
+{
+    return backend() ? api->upload_after(ctx, dst, src, bytes, after, done) : unavailable();
+}
+
+sc_status sc_cuda_copy_async(sc_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    return backend() ? api->copy_async(ctx, dst, src, bytes) : unavailable();
+}
+
 sc_status sc_cuda_memset0(int index, void *p, size_t bytes)
 {
     return backend() ? api->memset0(index, p, bytes) : unavailable();
@@ -157,4 +168,94 @@ void sc_graph_free(sc_graph *graph)
 {
     if (graph && backend())
         api->graph_free(graph);
+}
+
+/* ---- pipelined steps (scorch/device.h) ---- */
+
+static sc_status needs_gpu(sc_device device, const char *what)
+{
+    return device.kind == SC_DEVICE_CUDA
+               ? SC_OK
+               : sc_error_set(SC_ERR_UNSUPPORTED, "%s needs a CUDA context", what);
+}
+
+sc_fence *sc_fence_new(sc_device device)
+{
+    if (needs_gpu(device, "a fence") != SC_OK)
+        return NULL;
+    if (!backend()) {
+        unavailable();
+        return NULL;
+    }
+    return api->fence_new(device.index);
+}
+
+void sc_fence_free(sc_fence *fence)
+{
+    if (fence && backend())
+        api->fence_free(fence);
+}
+
+sc_status sc_ctx_set_fence(sc_ctx *ctx, sc_fence *fence)
+{
+    SC_TRY(needs_gpu(sc_ctx_device(ctx), "sc_ctx_set_fence"));
+    return backend() ? api->fence_set(ctx, fence) : unavailable();
+}
+
+sc_status sc_fence_wait(sc_fence *fence)
+{
+    return backend() ? api->fence_wait(fence) : unavailable();
+}
+
+sc_status sc_fence_passed(sc_fence *fence, bool *passed)
+{
+    *passed = true;
+    return backend() ? api->fence_passed(fence, passed) : unavailable();
+}
+
+/* The bytes of a copy from src into dst, which must match. */
+static sc_status copy_bytes(const sc_tensor *dst, const sc_tensor *src, const char *what,
+                            size_t *bytes)
+{
+    if (dst->dtype != src->dtype || dst->numel != src->numel)
+        return sc_error_set(SC_ERR_INVALID, "%s: %lld %s elements into %lld %s elements", what,
+                            (long long)src->numel, sc_dtype_name(src->dtype),
+                            (long long)dst->numel, sc_dtype_name(dst->dtype));
+    *bytes = sc_tensor_nbytes(src);
+    return SC_OK;
+}
+
+static bool on(const sc_tensor *t, sc_device device)
+{
+    return t->device.kind == device.kind && t->device.index == device.index;
+}
+
+static bool on_host_or(const sc_tensor *t, sc_device gpu)
+{
+    return t->device.kind == SC_DEVICE_CPU || on(t, gpu);
+}
+
+sc_status sc_tensor_upload_async(sc_ctx *ctx, sc_tensor *dst, const sc_tensor *src,
+                                 sc_fence *after, sc_fence *done)
+{
+    size_t bytes = 0;
+    SC_TRY(needs_gpu(sc_ctx_device(ctx), "sc_tensor_upload_async"));
+    SC_TRY(copy_bytes(dst, src, "upload", &bytes));
+    if (src->device.kind != SC_DEVICE_CPU || !on(dst, sc_ctx_device(ctx)))
+        return sc_error_set(SC_ERR_INVALID, "upload: from the host to the context's GPU only");
+    return backend() ? api->upload_after(ctx, dst->data, src->data, bytes, after, done)
+                     : unavailable();
+}
+
+sc_status sc_tensor_copy_async(sc_ctx *ctx, sc_tensor *dst, const sc_tensor *src)
+{
+    size_t bytes = 0;
+    SC_TRY(needs_gpu(sc_ctx_device(ctx), "sc_tensor_copy_async"));
+    SC_TRY(copy_bytes(dst, src, "copy", &bytes));
+    if (!on_host_or(dst, sc_ctx_device(ctx)) || !on_host_or(src, sc_ctx_device(ctx)))
+        return sc_error_set(SC_ERR_INVALID, "copy: between the host and the context's GPU "
+                            "only");
+    if (bytes == 0 || dst->data == src->data)
+        return SC_OK;
+    return backend() ? api->copy_async(ctx, dst->data, src->data, bytes) : unavailable();
 }

@@ -142,3 +142,35 @@ bool same_params(const char *ckpt_a, const char *ckpt_b)
     sc_ckpt_close(b);
     return same;
 }
+
+/* max |a - b| over the tensor, relative to max |b|; INFINITY when the two
+ * do not match in shape. */
+static double entry_rel_diff(const sc_ckpt *a, const sc_ckpt *b, const char *name)
+{
+    const sc_tensor *ta = sc_ckpt_tensor(a, name), *tb = sc_ckpt_tensor(b, name);
+    if (!ta || !tb || ta->dtype != SC_F32 || tb->dtype != SC_F32 ||
+        !sc_tensor_same_shape(ta, tb))
+        return INFINITY;
+    const float *x = sc_tensor_f32(ta), *y = sc_tensor_f32(tb);
+    double diff = 0, scale = 0;
+    for (int64_t i = 0; i < ta->numel; i++) {
+        diff = fmax(diff, fabs((double)x[i] - y[i]));
+        scale = fmax(scale, fabs((double)y[i]));
+    }
+    return diff == 0 ? 0 : diff / scale;
+}
+
+double params_rel_diff(const char *ckpt_a, const char *ckpt_b)
+{
+    sc_ckpt *a = NULL, *b = NULL;
+    double worst = sc_ckpt_open(ckpt_a, &a) == SC_OK && sc_ckpt_open(ckpt_b, &b) == SC_OK &&
+                           sc_ckpt_count(a) == sc_ckpt_count(b)
+                       ? 0
+                       : INFINITY;
+    for (int i = 0; worst < INFINITY && i < sc_ckpt_count(a); i++)
+        if (strncmp(sc_ckpt_name(a, i), "param/", 6) == 0)
+            worst = fmax(worst, entry_rel_diff(a, b, sc_ckpt_name(a, i)));
+    sc_ckpt_close(a);
+    sc_ckpt_close(b);
+    return worst;
+}

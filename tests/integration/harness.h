@@ -33,4 +33,9 @@ double metric_of(const char *run_dir, int epoch, const char *phase, const char *
 /* Whether two checkpoints hold bit-identical parameters. */
 bool same_params(const char *ckpt_a, const char *ckpt_b);
 
+/* The largest difference between the two checkpoints' parameters, per
+ * tensor relative to the second's largest magnitude; INFINITY when they
+ * hold different tensors. */
+double params_rel_diff(const char *ckpt_a, const char *ckpt_b);
+
 #endif

@@ -85,6 +85,41 @@ sc_status sc_ctx_synchronize(sc_ctx *ctx);
  * is present (faster, asynchronous uploads). Free with sc_tensor_free. */
 sc_tensor *sc_tensor_alloc_pinned(sc_dtype dtype, int ndim, const int64_t *shape);
 
+/* Pipelined steps: copies that return at once, and fences to learn when
+ * they are done. A GPU step that never waits for the GPU uploads batch
+ * N+1 while step N computes, and reads step N's results later.
+ *
+ * A fence marks a point in a GPU's queued work (a CUDA event). A new one
+ * is not set: waiting for it returns at once. Setting it again moves the
+ * mark; waits and queries see the latest setting. sc_fence_wait and
+ * sc_fence_passed may be called from any thread, the rest from the thread
+ * that queues the work. CUDA contexts and devices only. */
+typedef struct sc_fence sc_fence;
+sc_fence *sc_fence_new(sc_device device); /* NULL with a message on failure */
+void sc_fence_free(sc_fence *fence);      /* NULL is fine; a pending setting still completes */
+/* Sets fence after the work ctx has queued so far. */
+sc_status sc_ctx_set_fence(sc_ctx *ctx, sc_fence *fence);
+/* Blocks until the work before the fence's latest setting has finished. */
+sc_status sc_fence_wait(sc_fence *fence);
+/* Whether it has, without waiting. */
+sc_status sc_fence_passed(sc_fence *fence, bool *passed);
+
+/* Queues a copy of host tensor src into dst on ctx's device, on the
+ * device's copy stream, and returns at once. The copy starts once `after`
+ * has passed (NULL: at once), not after everything ctx has queued, so it
+ * overlaps that work: `after` must cover every earlier reader of dst. It
+ * sets `done` when it has finished, and ctx's later kernels wait for it.
+ * A pinned src is read when the copy runs: keep it unchanged until `done`
+ * has passed. Same dtype and element count. */
+sc_status sc_tensor_upload_async(sc_ctx *ctx, sc_tensor *dst, const sc_tensor *src,
+                                 sc_fence *after, sc_fence *done);
+
+/* Queues a copy of src into dst (any two of ctx's device and the host) on
+ * ctx's compute stream, after the kernels ctx queued before, and returns
+ * at once. A pinned host dst is written when the copy runs: read it after
+ * a fence set later (sc_ctx_set_fence) has passed. */
+sc_status sc_tensor_copy_async(sc_ctx *ctx, sc_tensor *dst, const sc_tensor *src);
+
 /* CUDA graphs. Between capture_begin and capture_end the kernels ctx
  * queues are recorded, not run; sc_graph_launch replays them with the same
  * addresses (the step arena gives a repeated op sequence the same ones).

@@ -34,4 +34,11 @@ __attribute__((visibility("default"))) const sc_cuda_api sc_cuda_backend_api = {
     .capture_end = sc_cuda_capture_end,
     .graph_launch = sc_graph_launch,
     .graph_free = sc_graph_free,
+    .upload_after = sc_cuda_upload_after,
+    .copy_async = sc_cuda_copy_async,
+    .fence_new = sc_cuda_fence_new,
+    .fence_free = sc_cuda_fence_free,
+    .fence_set = sc_cuda_fence_set,
+    .fence_wait = sc_cuda_fence_wait,
+    .fence_passed = sc_cuda_fence_passed,
 };

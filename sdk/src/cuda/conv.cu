@@ -8,8 +8,13 @@
  * algorithm chosen on that direction's first use. The choice comes from
  * cuDNN's heuristics (cudnnGet*Algorithm_v7), which run nothing on the GPU
  * and so cannot disturb a step being captured as a CUDA graph: the best
- * ranked algorithm that works and needs no more than the device's shared
- * workspace (SC_CUDA_WORKSPACE_BYTES), which every call then uses.
+ * ranked algorithm that works, is deterministic and needs no more than the
+ * device's shared workspace (SC_CUDA_WORKSPACE_BYTES), which every call
+ * then uses. Deterministic, because a run and its resume must compute the
+ * same bits (docs/architecture.md): the algorithms the heuristics mark
+ * CUDNN_NON_DETERMINISTIC (backward data and backward filter ones that add
+ * with atomics, in whatever order the GPU runs them) give results that
+ * differ in the last bits from one call to the next.
  *
  * Precision, part of a plan's key: fp32 runs cuDNN with FMA math (no
  * TF32); tf32 with its default math, which allows TF32 tensor cores; bf16
@@ -200,9 +205,10 @@ static cudnnMathType_t conv_search_math(sc_precision precision)
     return precision == SC_PRECISION_FP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
 }
 
-/* Takes the first of count heuristic results (best first) that works,
- * fits the workspace and keeps to precision: never a down-conversion of
- * f32 inputs, and for fp32 no tensor-op math, run with FMA math. */
+/* Takes the first of count heuristic results (best first) that works, is
+ * deterministic, fits the workspace and keeps to precision: never a
+ * down-conversion of f32 inputs, and for fp32 no tensor-op math, run with
+ * FMA math. */
 template <typename Perf>
 static bool conv_pick(const Perf *perf, int count, sc_precision precision, conv_algo *algo)
 {
@@ -210,8 +216,9 @@ static bool conv_pick(const Perf *perf, int count, sc_precision precision, conv_
         cudnnMathType_t math = perf[i].mathType;
         bool converts = math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
         bool tensor_op = converts || math == CUDNN_TENSOR_OP_MATH;
-        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > SC_CUDA_WORKSPACE_BYTES ||
-            converts || (precision == SC_PRECISION_FP32 && tensor_op))
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].determinism != CUDNN_DETERMINISTIC ||
+            perf[i].memory > SC_CUDA_WORKSPACE_BYTES || converts ||
+            (precision == SC_PRECISION_FP32 && tensor_op))
             continue;
         algo->algo = (int)perf[i].algo;
         algo->math = precision == SC_PRECISION_FP32 ? CUDNN_FMA_MATH : math;
@@ -251,8 +258,9 @@ static sc_status conv_choose_algo(sc_cuda_dev *dev, conv_plan *p, conv_dir dir)
         return SC_OK;
     const conv_key *k = &p->key;
     return sc_error_set(SC_ERR_UNSUPPORTED,
-                        "conv2d: cuDNN offers no %s algorithm within its %zu MiB workspace for "
-                        "input [%lld, %lld, %lld, %lld] and weight [%lld, %lld, %lld, %lld]",
+                        "conv2d: cuDNN offers no deterministic %s algorithm within its %zu MiB "
+                        "workspace for input [%lld, %lld, %lld, %lld] and weight [%lld, %lld, "
+                        "%lld, %lld]",
                         conv_dir_names[dir], SC_CUDA_WORKSPACE_BYTES >> 20, (long long)k->x[0],
                         (long long)k->x[1], (long long)k->x[2], (long long)k->x[3],
                         (long long)k->w[0], (long long)k->w[1], (long long)k->w[2],

@@ -40,6 +40,7 @@ typedef struct sc_cuda_dev {
     cudaStream_t copy;    /* host-to-device batch uploads */
     cudaEvent_t computed; /* recorded on compute before an upload */
     cudaEvent_t uploaded; /* recorded on copy after an upload */
+    cudaEvent_t read_out; /* recorded on compute before another GPU copies from it */
     cublasHandle_t cublas;
     cudnnHandle_t cudnn;
     void *workspace; /* SC_CUDA_WORKSPACE_BYTES, shared by cuBLAS and cuDNN */
@@ -51,15 +52,36 @@ typedef struct sc_cuda_dev {
  * current device set to it). NULL with a message on failure. */
 sc_cuda_dev *sc_cuda_dev_get(int index);
 
+/* For the calls that name their GPU (memory, copies, fills): GPU
+ * `index`'s state, made current for the call (enter), and the calling
+ * thread's own device made current again after it (leave), since the
+ * kernels a thread queues go to its current device:
+ *     sc_cuda_scope scope;
+ *     sc_cuda_dev *d = sc_cuda_dev_enter(index, &scope);
+ *     ... (d NULL: the message is set)
+ *     sc_cuda_dev_leave(&scope);   whatever enter returned */
+typedef struct sc_cuda_scope {
+    int index, previous;
+} sc_cuda_scope;
+sc_cuda_dev *sc_cuda_dev_enter(int index, sc_cuda_scope *scope);
+void sc_cuda_dev_leave(const sc_cuda_scope *scope);
+
 /* The device state of a GPU context. */
 static inline sc_cuda_dev *sc_cuda_ctx_dev(const sc_ctx *ctx) { return ctx->cuda; }
 static inline cudaStream_t sc_cuda_stream(const sc_ctx *ctx) { return ctx->cuda->compute; }
 
 /* Error reporting: each returns a status with a message naming the call,
- * the file and line, and the library's own description. */
+ * the file and line, and the library's own description. A sticky CUDA
+ * error (an illegal address, a kernel that crashed: every later call on
+ * the GPU returns it) is not the call's fault: the message says the GPU
+ * failed in earlier asynchronous work and names the call only as where it
+ * was noticed. cuBLAS and cuDNN failures caused by one say so too. */
 sc_status sc_cuda_error(cudaError_t err, const char *call, const char *file, int line);
 sc_status sc_cublas_error(cublasStatus_t err, const char *call, const char *file, int line);
 sc_status sc_cudnn_error(cudnnStatus_t err, const char *call, const char *file, int line);
+/* The same for a kernel launch that returned err: a bad configuration
+ * names the kernel, a sticky error does not blame it. */
+sc_status sc_cuda_launch_error(cudaError_t err, const char *kernel, const char *file, int line);
 
 #define SC_CUDA_TRY(call)                                                      \
     do {                                                                       \
@@ -79,9 +101,16 @@ sc_status sc_cudnn_error(cudnnStatus_t err, const char *call, const char *file, 
         if (sc_cudnn_err_ != CUDNN_STATUS_SUCCESS)                             \
             return sc_cudnn_error(sc_cudnn_err_, #call, __FILE__, __LINE__);   \
     } while (0)
-/* After a <<<...>>> launch: reports a bad configuration at once (errors
- * inside the kernel surface at the next synchronising call). */
-#define SC_CUDA_LAUNCHED(what) SC_CUDA_TRY(cudaPeekAtLastError())
+/* After a <<<...>>> launch: reports a bad configuration at once, and a
+ * sticky error left by earlier work as such. Faults inside this kernel
+ * surface later, at a synchronising call or a later launch. */
+#define SC_CUDA_LAUNCHED(what)                                                 \
+    do {                                                                       \
+        cudaError_t sc_launch_err_ = cudaGetLastError();                       \
+        if (sc_launch_err_ != cudaSuccess)                                     \
+            return sc_cuda_launch_error(sc_launch_err_, what, __FILE__,        \
+                                        __LINE__);                             \
+    } while (0)
 
 /* Kernels are launched, and their __shared__ arrays declared, through
  * these macros only, so the same sources build with nvcc and, as C++,
@@ -132,6 +161,13 @@ void *sc_cuda_to_bf16(sc_ctx *ctx, const float *x, int64_t n);
  * t's own f32 data, or (bf16) a copy from the step arena; NULL when out of
  * memory. */
 const void *sc_cuda_operand(sc_ctx *ctx, const sc_tensor *t);
+
+/* The free and total memory of GPU `index` (whose UUID cudaDeviceProp
+ * gives) as the driver's management library (NVML) reports them, read
+ * without making a CUDA context on the GPU (nvml.c). Fails, saying why,
+ * where NVML is missing. */
+sc_status sc_nvml_memory(int index, const cudaUUID_t *uuid, size_t *free_bytes,
+                         size_t *total_bytes);
 
 /* A 4-D NCHW cuDNN descriptor of a contiguous tensor (conv.cu). */
 sc_status sc_cudnn_tensor_4d(cudnnTensorDescriptor_t *desc, cudnnDataType_t type, int64_t n,

@@ -1,0 +1,98 @@
+/* step_pipe.h — a GPU train step that never waits for the GPU: the
+ * batch's upload overlaps the step before, and the step's loss and
+ * outputs are read back later, a few steps behind.
+ *
+ * Uploads. A batch goes from the loader's pinned slot into device buffers
+ * of the pipe's own, two sets used in turn, on the GPU's copy stream. The
+ * copy into a set waits only for the step that last read that set (two
+ * steps back), so the upload of batch N+1 runs while step N computes; the
+ * compute stream waits for the copy, and the loader refills the slot once
+ * the copy is done (the batch's `uploaded` fence).
+ *
+ * Results. A step's loss and outputs are copied behind it, on the compute
+ * stream, into one of `depth` pinned slots, with the batch's targets
+ * beside them, and read:
+ *   - without waiting, once they have arrived (sc_step_pipe_poll);
+ *   - when every slot is taken, the oldest: the GPU then still has
+ *     depth - 1 steps queued, so it never runs dry;
+ *   - all of them at sc_step_pipe_drain, for whoever needs the sums now
+ *     (hooks that read each batch's loss, checkpoints, the phase's end).
+ * Each step read is handed, in step order, to the fold function, which
+ * checks its loss and adds it and its metrics to the phase's sums: the
+ * same arithmetic, in the same order, as reading every step at once, so
+ * the sums are bit-identical.
+ *
+ * On the CPU nothing is copied: a batch is its own device batch, and a
+ * step is folded as it is added.
+ *
+ * Thread rule: the training thread's.
+ */
+#ifndef SCORCH_HOST_STEP_PIPE_H
+#define SCORCH_HOST_STEP_PIPE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "loader.h"
+#include "scorch/device.h"
+
+/* Where a step stands: recorded when it is added, handed back when it is
+ * folded. */
+typedef struct sc_step_info {
+    int epoch;
+    int64_t batch, size; /* index in the epoch, samples */
+    int64_t step;        /* optimizer steps done, this one's included */
+    double lr;
+    bool closes_step;    /* the optimizer step's last micro-batch */
+} sc_step_info;
+
+/* A step as the fold function sees it; everything on the host. */
+typedef struct sc_step_result {
+    sc_step_info info;
+    double loss; /* the batch's mean loss, as the f32 the criterion gave */
+    const sc_tensor_list *outputs;
+    const sc_tensor_list *targets;
+} sc_step_result;
+
+typedef sc_status (*sc_step_fold_fn)(void *user, const sc_step_result *step);
+
+typedef struct sc_step_pipe sc_step_pipe;
+
+/* A pipe for ctx's device, for batches of at most batch_size samples,
+ * with `depth` result slots (>= 1) on a GPU. */
+sc_status sc_step_pipe_new(sc_ctx *ctx, int64_t batch_size, int depth, sc_step_fold_fn fold,
+                           void *user, sc_step_pipe **out);
+/* Waits for the copies in flight, then frees; NULL is a no-op. Steps not
+ * folded are dropped. */
+void sc_step_pipe_free(sc_step_pipe *p);
+
+/* Batch b's tensors on ctx's device, valid until the next upload: on a
+ * GPU queued copies into the next buffer set, on the CPU b's own. */
+sc_status sc_step_pipe_upload(sc_step_pipe *p, const sc_batch *b, sc_tensor_list *inputs,
+                              sc_tensor_list *targets);
+/* Called once the work that reads the uploaded batch has been queued:
+ * the next upload into its buffer set waits for that work. */
+sc_status sc_step_pipe_consumed(sc_step_pipe *p);
+
+/* Queues the step's loss and outputs (step tensors) for folding, with the
+ * batch's targets; on the CPU folds the step now. May first fold the
+ * oldest step in flight, waiting for it. */
+sc_status sc_step_pipe_add(sc_step_pipe *p, const sc_tensor *loss, const sc_tensor_list *outputs,
+                           const sc_batch *b, const sc_step_info *info);
+
+/* Folds the steps that have arrived, oldest first, without waiting. */
+sc_status sc_step_pipe_poll(sc_step_pipe *p);
+/* Folds every step added, waiting for the GPU as needed. */
+sc_status sc_step_pipe_drain(sc_step_pipe *p);
+
+/* How the host kept pace with the GPU. A host that never waits for the
+ * step it has just queued fills every slot whenever the GPU is the slower
+ * side: then most adds wait, for a step `depth` back. */
+typedef struct sc_step_pipe_stats {
+    int64_t steps;      /* added */
+    int64_t full_waits; /* adds that waited for the oldest step in flight */
+    int64_t drains;     /* drains that found steps in flight */
+} sc_step_pipe_stats;
+sc_step_pipe_stats sc_step_pipe_stats_of(const sc_step_pipe *p);
+
+#endif
