@@ -2,9 +2,12 @@
  * libscorch_cuda.so, loaded on first use next to libscorch itself. When the
  * build has no CUDA backend, or the library or the CUDA libraries it needs
  * cannot be loaded, there are no GPUs and every GPU call fails saying why. */
+#define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cuda_api.h"
 
@@ -19,13 +22,27 @@ static char why_not[512] = "this libscorch was built without the CUDA backend (n
                            "build time)";
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 
-/* dlopen searches libscorch's own RUNPATH ($ORIGIN): the directory it was
- * loaded from, where the backend is built and installed beside it. */
+/* The backend is built and installed beside libscorch: open it by the
+ * path of the directory libscorch was loaded from (a sanitizer's dlopen
+ * does not honour libscorch's RUNPATH $ORIGIN), else by name. */
+static void *open_backend(void)
+{
+    Dl_info self;
+    char path[4096];
+    if (dladdr((void *)sc_cuda_built, &self) && self.dli_fname && strchr(self.dli_fname, '/')) {
+        int dir = (int)(strrchr(self.dli_fname, '/') - self.dli_fname);
+        snprintf(path, sizeof path, "%.*s/%s", dir, self.dli_fname, BACKEND_LIBRARY);
+        if (access(path, F_OK) == 0) /* dlerror then says why it would not load */
+            return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    return dlopen(BACKEND_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+}
+
 static void load(void)
 {
     if (!SC_HAVE_CUDA)
         return;
-    void *lib = dlopen(BACKEND_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    void *lib = open_backend();
     const sc_cuda_api *table = lib ? dlsym(lib, "sc_cuda_backend_api") : NULL;
     if (!table)
         snprintf(why_not, sizeof why_not, "the CUDA backend could not be loaded: %s", dlerror());

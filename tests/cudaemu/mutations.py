@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OPS = "tests/unit/test_cuda_ops"
-GPU_TRAIN = "tests/integration/test_gpu_train"
+FENCES = "tests/unit/test_fences"
+BACKEND = "tests/unit/test_cuda_backend"
 
 
 @dataclass
@@ -48,7 +49,7 @@ MUTATIONS = [
              "        part[threadIdx.x / 32] = v;\n", ops("add")),
     Mutation("first barrier removed in loss.cu block_reduce", "sdk/src/cuda/loss.cu",
              "    __syncthreads(); /* a previous call's readers are done with part */\n", "",
-             ops("softmax")),
+             ops("cross_entropy")),
     Mutation("second barrier removed in loss.cu block_reduce", "sdk/src/cuda/loss.cu",
              "        part[threadIdx.x / 32] = v;\n    __syncthreads();\n    v = part[0];",
              "        part[threadIdx.x / 32] = v;\n    v = part[0];", ops("softmax")),
@@ -57,9 +58,22 @@ MUTATIONS = [
              "    sums[1][threadIdx.y][threadIdx.x] = sum_g;\n    if (j >= d)\n        return;\n"
              "    __syncthreads();", ops("layer_norm")),
     Mutation("wrong memcpy kind (device-to-host copies as host-to-device)",
-             "sdk/src/cuda/runtime.c", "cudaMemcpyDefault", "cudaMemcpyHostToDevice", ops("relu")),
+             "sdk/src/cuda/runtime.c", "cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, d->compute)",
+             "cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, d->compute)", ops("relu")),
     Mutation("off-by-one in a grid-stride bound (eltwise.cu)", "sdk/src/cuda/eltwise.cu",
              "i < (n); \\", "i + 1 < (n); \\", ops("relu")),
+    Mutation("missing event wait: kernels do not wait for the batch upload",
+             "sdk/src/cuda/runtime.c",
+             "    SC_CUDA_TRY(cudaEventRecord(done, d->copy));\n"
+             "    SC_CUDA_TRY(cudaStreamWaitEvent(d->compute, done, 0));\n",
+             "    SC_CUDA_TRY(cudaEventRecord(done, d->copy));\n",
+             [FENCES, "--filter", "fences/kernels_after_an_upload_see_its_data"],
+             {"CUDAEMU_LAZY": "1", "CUDAEMU_SEED": "1"}),
+    Mutation("wrong device in a GPU-to-GPU copy (waits for its own GPU, not the source's)",
+             "sdk/src/cuda/runtime.c", "        SC_TRY(wait_for_gpu(d, src_dev.index));",
+             "        SC_TRY(wait_for_gpu(d, d->index));",
+             [BACKEND, "--filter", "cuda_backend/a_copy_between_gpus_follows_the_kernels_of_its_source"],
+             {"CUDAEMU_DEVICES": "2", "CUDAEMU_LAZY": "1", "CUDAEMU_SEED": "1"}),
 ]
 
 
@@ -92,14 +106,12 @@ def evidence(output):
 
 
 def check_env(build_dir, extra):
-    """Reports print and the check goes on, so its failure names them all."""
-    return {"SCORCH_BUILD_ROOT": build_dir, "OMP_NUM_THREADS": "2",
-            "CUDAEMU_REPORTS": "continue", **extra}
+    """As the test suite runs: the first emulator report aborts the test."""
+    return {"SCORCH_BUILD_ROOT": build_dir, "OMP_NUM_THREADS": "2", **extra}
 
 
 def build(build_dir):
-    r = run(["ninja", "-C", build_dir, "sdk/libscorch_cuda.so", OPS, GPU_TRAIN,
-             "host/scorch-train"], ROOT)
+    r = run(["ninja", "-C", build_dir, "sdk/libscorch_cuda.so", OPS, FENCES, BACKEND], ROOT)
     return r.returncode == 0, r.stdout
 
 

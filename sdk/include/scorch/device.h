@@ -38,7 +38,9 @@ typedef struct sc_device_info {
     size_t total_bytes, free_bytes;
 } sc_device_info;
 
-/* Facts about GPU `index`; fails with a message when there is no such GPU. */
+/* Facts about GPU `index`; fails with a message when there is no such GPU.
+ * The memory figures come from NVML (the driver's libnvidia-ml), which
+ * opens no CUDA context on the GPU; both are 0 where NVML is missing. */
 sc_status sc_cuda_device_info(int index, sc_device_info *out);
 
 /* Succeeds when `device` exists in this build and on this machine; the

@@ -78,9 +78,18 @@ enum cudaDeviceAttr {
     cudaDevAttrComputeCapabilityMinor = 76,
 };
 
+/* library_types.h's values; the libraries compute with the real ones only. */
 typedef enum cudaDataType_t {
     CUDA_R_32F = 0,
+    CUDA_R_64F = 1,
     CUDA_R_16F = 2,
+    CUDA_R_8I = 3,
+    CUDA_C_32F = 4,
+    CUDA_C_64F = 5,
+    CUDA_C_16F = 6,
+    CUDA_R_8U = 8,
+    CUDA_R_32I = 10,
+    CUDA_R_32U = 12,
     CUDA_R_16BF = 14,
 } cudaDataType_t;
 typedef cudaDataType_t cudaDataType;

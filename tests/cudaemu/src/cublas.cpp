@@ -299,8 +299,8 @@ static bool num_of(cudaDataType t, num *out)
     case CUDA_R_32F: *out = num::f32; return true;
     case CUDA_R_16F: *out = num::f16; return true;
     case CUDA_R_16BF: *out = num::bf16; return true;
+    default: return false; /* in the type table, but not computed by the emulator */
     }
-    return false;
 }
 
 static bool compute_known(cublasComputeType_t c)
