@@ -14,18 +14,9 @@
 #include <unistd.h>
 #include <vector>
 
-/* The test's stderr, where the reports go. */
-static int said_fd = -1;
+#include "test_reports.h"
 
-/* Every test runs in a process of its own; settings are read at first use.
- * Reports are counted rather than fatal; two GPUs for the cross-GPU check. */
-static void setup()
-{
-    setenv("CUDAEMU_REPORTS", "continue", 1);
-    setenv("CUDAEMU_DEVICES", "2", 1);
-    said_fd = fileno(tmpfile());
-    dup2(said_fd, STDERR_FILENO);
-}
+static void setup() { capture_reports(); }
 TestSuite(kernels, .init = setup);
 
 static cudaStream_t stream()
@@ -62,23 +53,6 @@ template <class T> static std::vector<T> fetch(const T *p, size_t n)
         CUDAEMU_LAUNCH(kernel, grid, block, 0, stream(), __VA_ARGS__);                             \
         cudaStreamSynchronize(stream());                                                           \
     } while (0)
-
-/* What the reports said so far (pread: stderr's offset stays). */
-static std::string reports_text()
-{
-    std::string text;
-    char buf[4096];
-    ssize_t got;
-    while ((got = pread(said_fd, buf, sizeof buf, (off_t)text.size())) > 0)
-        text.append(buf, (size_t)got);
-    return text;
-}
-
-static void expect_said(const std::string &text, const char *what)
-{
-    cr_expect(text.find(what) != std::string::npos, "the report should say \"%s\"; it said:\n%s",
-              what, text.c_str());
-}
 
 /* ---------------------------------------------------------------------
  * Barriers and shared memory. */

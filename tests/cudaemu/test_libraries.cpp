@@ -19,30 +19,11 @@
 #include <unistd.h>
 #include <vector>
 
-/* The test's stderr, where the reports go. */
-static int said_fd = -1;
+#include "test_reports.h"
 
-/* Every test runs in a process of its own; settings are read at first use.
- * Reports are counted rather than fatal; two GPUs for the cross-GPU rules. */
-static void setup()
-{
-    setenv("CUDAEMU_REPORTS", "continue", 1);
-    setenv("CUDAEMU_DEVICES", "2", 1);
-    said_fd = fileno(tmpfile());
-    dup2(said_fd, STDERR_FILENO);
-}
+static void setup() { capture_reports(); }
 TestSuite(cublas, .init = setup);
 TestSuite(cudnn, .init = setup);
-
-static std::string reports_text()
-{
-    std::string text;
-    char buf[4096];
-    ssize_t got;
-    while ((got = pread(said_fd, buf, sizeof buf, (off_t)text.size())) > 0)
-        text.append(buf, (size_t)got);
-    return text;
-}
 
 /* call returns status and makes exactly one report, which says text. */
 #define EXPECT_BREACH(status, call, text)                                                         \
