@@ -41,12 +41,6 @@ static const model cnn = {"plugins/cnn.so", "channels=8:16,hidden=32"};
 static const model resnet = {"plugins/resnet.so",
                              "stem=8,channels=8:16,blocks=1,se=true,reduction=4"};
 
-static void skip_without_gpu(void)
-{
-    if (sc_cuda_device_count() == 0)
-        cr_skip_test("no GPU (%s)", sc_cuda_built() ? "none visible" : "no CUDA backend");
-}
-
 static void expect_ok(run_result *r)
 {
     cr_assert_eq(r->status, 0, "exit %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
@@ -103,7 +97,6 @@ static void last_ckpt(char *buf, const char *dir)
  * weights after 20 steps and every logged figure agree bit for bit. */
 static void expect_graphs_change_nothing(const model *m)
 {
-    skip_without_gpu();
     char on[DIR], off[DIR], a[PATH], b[PATH];
     trained(m, on, (const char *[]){"--device", "cuda", "--cuda-graphs", "on", NULL});
     trained(m, off, (const char *[]){"--device", "cuda", "--cuda-graphs", "off", NULL});
@@ -124,7 +117,6 @@ Test(gpu_train, resnet_graphs_on_and_off_agree_bit_for_bit, .timeout = 600)
 /* The GPU run in tol's precision against the CPU run. */
 static void expect_near_cpu(const model *m, const tolerance *tol)
 {
-    skip_without_gpu();
     char gpu[DIR], cpu[DIR], a[PATH], b[PATH];
     trained(m, gpu, (const char *[]){"--device", "cuda", "--precision", tol->precision, NULL});
     trained(m, cpu, (const char *[]){"--device", "cpu", NULL});
@@ -152,7 +144,6 @@ Test(gpu_train, mlp_bf16_within_tolerance) { expect_near_cpu(&mlp, &bf16); }
  * lands within fp32 tolerance of the uninterrupted one. */
 static void expect_resume_across(const char *first, const char *second)
 {
-    skip_without_gpu();
     char whole[DIR], split[DIR], a[PATH], b[PATH];
     const char *const two[] = {"--device", second, "--epochs", "2", NULL};
     trained(&cnn, whole, two);

@@ -36,8 +36,8 @@
  * to the GPU) and compares the losses and the updated parameters.
  *
  * Suite cuda_gpu (a test per op, and training_step) needs a GPU: meson
- * runs it as test cuda_gpu, reported skipped where there is none (see
- * main). Suite cuda_ops runs everywhere: coverage (every op has cases;
+ * runs it as test cuda_gpu, reported skipped where there is none
+ * (tests/gpu_main.c). Suite cuda_ops runs everywhere: coverage (every op has cases;
  * which ops have CUDA kernels) and cases_run_on_the_cpu (every case is
  * valid: it runs on the CPU and gives finite values and nonzero
  * gradients).
@@ -1008,23 +1008,4 @@ Test(cuda_gpu, training_step)
            worst <= 1.0 ? "ok" : "FAIL", worst);
     snapshot_free(&ref);
     snapshot_free(&cuda);
-}
-
-/* Suite cuda_gpu needs a GPU; meson runs it as a test of its own with
- * SCORCH_NEEDS_GPU set, and without a GPU it reports itself skipped (exit
- * 77) instead of passing. */
-int main(int argc, char *argv[])
-{
-    if (getenv("SCORCH_NEEDS_GPU") && sc_cuda_device_count() == 0) {
-        printf("skipped: no GPU (%s)\n",
-               sc_cuda_built() ? "the CUDA backend is built but sees none"
-                               : "libscorch was built without the CUDA backend");
-        return 77;
-    }
-    struct criterion_test_set *tests = criterion_initialize();
-    int failed = 0;
-    if (criterion_handle_args(argc, argv, true))
-        failed = !criterion_run_all_tests(tests);
-    criterion_finalize(tests);
-    return failed;
 }
