@@ -9,18 +9,18 @@
  * compute stream waits for the copy, and the loader refills the slot once
  * the copy is done (the batch's `uploaded` fence).
  *
- * Results. A step's loss and outputs are copied behind it, on the compute
- * stream, into one of `depth` pinned slots, with the batch's targets
- * beside them, and read:
+ * Results. A step's loss and outputs, and the optimizer guard's flag, are
+ * copied behind it, on the compute stream, into one of `depth` pinned
+ * slots, with the batch's targets beside them, and read:
  *   - without waiting, once they have arrived (sc_step_pipe_poll);
  *   - when every slot is taken, the oldest: the GPU then still has
  *     depth - 1 steps queued, so it never runs dry;
  *   - all of them at sc_step_pipe_drain, for whoever needs the sums now
  *     (hooks that read each batch's loss, checkpoints, the phase's end).
  * Each step read is handed, in step order, to the fold function, which
- * checks its loss and adds it and its metrics to the phase's sums: the
- * same arithmetic, in the same order, as reading every step at once, so
- * the sums are bit-identical.
+ * checks its loss and the flag and adds the loss and the metrics to the
+ * phase's sums: the same arithmetic, in the same order, as reading every
+ * step at once, so the sums are bit-identical.
  *
  * On the CPU nothing is copied: a batch is its own device batch, and a
  * step is folded as it is added.
@@ -50,6 +50,9 @@ typedef struct sc_step_info {
 typedef struct sc_step_result {
     sc_step_info info;
     double loss; /* the batch's mean loss, as the f32 the criterion gave */
+    bool skipped; /* on a GPU: the optimizer's guard had found a non-finite
+                     loss or gradient by this step, whose update and every
+                     later one were skipped (sc_optim_guard) */
     const sc_tensor_list *outputs;
     const sc_tensor_list *targets;
 } sc_step_result;
@@ -75,10 +78,12 @@ sc_status sc_step_pipe_upload(sc_step_pipe *p, const sc_batch *b, sc_tensor_list
 sc_status sc_step_pipe_consumed(sc_step_pipe *p);
 
 /* Queues the step's loss and outputs (step tensors) for folding, with the
- * batch's targets; on the CPU folds the step now. May first fold the
- * oldest step in flight, waiting for it. */
-sc_status sc_step_pipe_add(sc_step_pipe *p, const sc_tensor *loss, const sc_tensor_list *outputs,
-                           const sc_batch *b, const sc_step_info *info);
+ * batch's targets and the optimizer guard's flag as the step left it
+ * (sc_optim_guard_flag; unused on the CPU); on the CPU folds the step now.
+ * May first fold the oldest step in flight, waiting for it. */
+sc_status sc_step_pipe_add(sc_step_pipe *p, const sc_tensor *loss, const sc_tensor *guard,
+                           const sc_tensor_list *outputs, const sc_batch *b,
+                           const sc_step_info *info);
 
 /* Folds the steps that have arrived, oldest first, without waiting. */
 sc_status sc_step_pipe_poll(sc_step_pipe *p);

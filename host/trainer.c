@@ -92,8 +92,9 @@ static sc_status apply_gradients(sc_trainer *t, const sc_batch *b, const sc_tens
 }
 
 /* Forward, criterion and backward of batch b, queued on the GPU from its
- * uploaded copy. The CPU checks the loss before backward; a GPU leaves it
- * to the step's fold. */
+ * uploaded copy. The CPU checks the loss before backward; a GPU checks it
+ * and the gradients on the device after backward (the optimizer's guard,
+ * which then skips the update) and reports it at the step's fold. */
 static sc_status forward_backward(sc_trainer *t, const sc_batch *b, bool last,
                                   sc_tensor_list *outputs, sc_tensor **loss)
 {
@@ -111,7 +112,8 @@ static sc_status forward_backward(sc_trainer *t, const sc_batch *b, bool last,
         SC_TRY(sc_graph_step_run(&t->graphs, s, &inputs, &targets, b->size, outputs, loss,
                                  &t->log));
     }
-    return sc_step_pipe_consumed(t->pipe);
+    SC_TRY(sc_step_pipe_consumed(t->pipe));
+    return sc_optim_guard(t->opt, *loss);
 }
 
 static sc_status train_step(sc_trainer *t, const sc_batch *b)
@@ -128,7 +130,7 @@ static sc_status train_step(sc_trainer *t, const sc_batch *b)
     if (last)
         SC_TRY(apply_gradients(t, b, loss));
     sc_step_info info = {t->state.epoch, b->index, b->size, t->state.step, t->lr, last};
-    SC_TRY(sc_step_pipe_add(t->pipe, loss, &outputs, b, &info));
+    SC_TRY(sc_step_pipe_add(t->pipe, loss, sc_optim_guard_flag(t->opt), &outputs, b, &info));
     t->state.next_batch = b->index + 1;
     return SC_OK;
 }
@@ -148,6 +150,10 @@ sc_status trainer_fold_step(void *user, const sc_step_result *r)
     sc_trainer *t = user;
     const sc_step_info *step = &r->info;
     SC_TRY(sc_loss_check(r->loss, "train", step->epoch, step->batch));
+    if (r->skipped) /* a finite loss, from gradients that were not */
+        return sc_error_set(SC_ERR_NUMERIC, "train gradients are not finite at epoch %d, batch "
+                            "%lld (loss %g): the update was skipped", step->epoch,
+                            (long long)step->batch, r->loss);
     SC_TRY(sc_session_metrics(&t->s, r->outputs, r->targets, t->train_sums));
     t->state.loss_sum += r->loss * (double)step->size;
     t->state.samples += step->size;

@@ -73,7 +73,7 @@ sc_status sc_cuda_capture_begin(sc_ctx *ctx);
 sc_status sc_cuda_capture_end(sc_ctx *ctx, sc_graph **out);
 
 /* The table libscorch_cuda exports; version changes with its layout. */
-enum { SC_CUDA_API_VERSION = 2 };
+enum { SC_CUDA_API_VERSION = 3 };
 typedef struct sc_cuda_api {
     int version;
     int (*device_count)(void);

@@ -20,6 +20,8 @@ struct sc_optim {
     sc_tensor state[OPTIM_STATE_MAX]; /* 1-D [numel] views of buffers below */
     float *buffers[OPTIM_STATE_MAX]; /* on the parameters' device */
     sc_optim_range *ranges;          /* scratch: one per parameter at most */
+    int32_t *nonfinite;              /* the guard's flag, on a GPU only */
+    sc_tensor guard_flag;            /* a view of it */
 };
 
 
@@ -96,6 +98,22 @@ static int state_names(const sc_optim_config *c, const char *names[OPTIM_STATE_M
     return 2;
 }
 
+/* The guard's flag on a GPU, zeroed. */
+static sc_status guard_init(sc_optim *opt, sc_device dev)
+{
+    if (dev.kind != SC_DEVICE_CUDA)
+        return SC_OK;
+    opt->nonfinite = sc_device_alloc(dev, sizeof *opt->nonfinite);
+    if (!opt->nonfinite || sc_device_zero(dev, opt->nonfinite, sizeof *opt->nonfinite) != SC_OK)
+        return sc_error_wrap(sc_error_code(), "%s: the non-finite step guard",
+                             sc_optim_kind_name(opt->config.kind));
+    sc_tensor_init(&opt->guard_flag, SC_I32, 0, NULL);
+    opt->guard_flag.data = opt->nonfinite;
+    opt->guard_flag.device = dev;
+    opt->guard_flag.name = "nonfinite";
+    return SC_OK;
+}
+
 sc_optim *sc_optim_new(sc_params *params, const sc_optim_config *config)
 {
     if (check_config(config) != SC_OK)
@@ -132,6 +150,10 @@ sc_optim *sc_optim_new(sc_params *params, const sc_optim_config *config)
         opt->state[i].device = dev;
         opt->state[i].name = names[i];
     }
+    if (guard_init(opt, dev) != SC_OK) {
+        sc_optim_free(opt);
+        return NULL;
+    }
     return opt;
 }
 
@@ -143,6 +165,7 @@ void sc_optim_free(sc_optim *opt)
     size_t bytes = (size_t)sc_params_numel(opt->params) * sizeof(float);
     for (int i = 0; i < OPTIM_STATE_MAX; i++)
         sc_device_free(dev, opt->buffers[i], bytes);
+    sc_device_free(dev, opt->nonfinite, sizeof *opt->nonfinite);
     free(opt->ranges);
     free(opt);
 }
@@ -218,6 +241,7 @@ static void cpu_update(const sc_optim_update *u)
         case SC_OPTIM_RULE_ADAM: adam_update(p, g, u->state[0] + off, u->state[1] + off, n, &u->s); break;
         case SC_OPTIM_RULE_SGD_MOMENTUM: sgd_momentum_update(p, g, u->state[0] + off, n, &u->s); break;
         case SC_OPTIM_RULE_SGD: sgd_update(p, g, n, &u->s); break;
+        case SC_OPTIM_RULE_GUARD: break; /* GPU only */
         }
     }
 }
@@ -261,12 +285,52 @@ sc_status sc_optim_step(sc_optim *opt, double lr)
         .ranges = opt->ranges,
         .n_ranges = trainable_ranges(opt->params, opt->ranges),
         .s = make_scalars(&opt->config, lr, opt->steps),
+        .nonfinite = opt->nonfinite,
     };
     sc_device dev = sc_params_device(opt->params);
     if (dev.kind == SC_DEVICE_CUDA)
         return sc_cuda_optim_update(dev.index, &u);
     cpu_update(&u);
     return SC_OK;
+}
+
+/* The gradients from the first trainable parameter to the end of the
+ * last, for one check (one launch, not one per range): the frozen
+ * parameters' between them stay zero (zeroed with the rest, never
+ * written). */
+static sc_optim_range trainable_span(sc_optim *opt)
+{
+    int n = trainable_ranges(opt->params, opt->ranges);
+    if (n == 0)
+        return (sc_optim_range){0, 0};
+    int64_t begin = opt->ranges[0].offset;
+    return (sc_optim_range){begin, opt->ranges[n - 1].offset + opt->ranges[n - 1].numel - begin};
+}
+
+sc_status sc_optim_guard(sc_optim *opt, const sc_tensor *loss)
+{
+    sc_device dev = sc_params_device(opt->params);
+    if (dev.kind != SC_DEVICE_CUDA)
+        return SC_OK;
+    if (loss->dtype != SC_F32 || loss->numel != 1 || loss->device.kind != dev.kind ||
+        loss->device.index != dev.index)
+        return sc_error_set(SC_ERR_INVALID, "optimizer guard: the loss must be one f32 on the "
+                            "parameters' device");
+    sc_optim_range span = trainable_span(opt);
+    sc_optim_update u = {
+        .rule = SC_OPTIM_RULE_GUARD,
+        .grads = sc_params_grads(opt->params),
+        .ranges = &span,
+        .n_ranges = 1,
+        .nonfinite = opt->nonfinite,
+        .loss = sc_tensor_f32(loss),
+    };
+    return sc_cuda_optim_update(dev.index, &u);
+}
+
+const sc_tensor *sc_optim_guard_flag(const sc_optim *opt)
+{
+    return opt->nonfinite ? &opt->guard_flag : NULL;
 }
 
 int64_t sc_optim_steps(const sc_optim *opt) { return opt->steps; }

@@ -30,6 +30,7 @@ typedef enum sc_optim_rule {
     SC_OPTIM_RULE_SGD,          /* p -= lr * (g + wd * p) */
     SC_OPTIM_RULE_SGD_MOMENTUM, /* state[0]: momentum buffer */
     SC_OPTIM_RULE_ADAM,         /* state[0], state[1]: first and second moments; AdamW too */
+    SC_OPTIM_RULE_GUARD,        /* no update: the guard's check (sc_optim_guard), on a GPU */
 } sc_optim_rule;
 
 typedef struct sc_optim_update {
@@ -40,6 +41,12 @@ typedef struct sc_optim_update {
     const sc_optim_range *ranges;
     int n_ranges;
     sc_optim_scalars s;
+    /* On a GPU, the guard's flag (one int32 on the device): the guard sets
+     * it when *loss or a gradient of the ranges is not finite, and an
+     * update leaves values and state as they are while it is set. NULL on
+     * the CPU. */
+    int32_t *nonfinite;
+    const float *loss; /* the guard's only */
 } sc_optim_update;
 
 #endif

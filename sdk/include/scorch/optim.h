@@ -7,7 +7,8 @@
  *
  * Semantics follow PyTorch: SGD with momentum (dampening 0) and optional
  * Nesterov; weight decay added to the gradient for SGD and Adam (L2) and
- * decoupled for AdamW; Adam with bias correction.
+ * decoupled for AdamW; Adam with bias correction. On a GPU a guard skips
+ * the updates after a non-finite loss or gradient (sc_optim_guard).
  */
 #ifndef SCORCH_OPTIM_H
 #define SCORCH_OPTIM_H
@@ -48,6 +49,21 @@ void sc_optim_free(sc_optim *opt);
 
 /* One update with learning rate lr. */
 sc_status sc_optim_step(sc_optim *opt, double lr);
+
+/* The guard against a non-finite step, on a GPU, where the host reads a
+ * step's loss only steps after queueing it. Called after backward (and
+ * after the gradients' allreduce), it queues one check of the loss (one
+ * f32 on the parameters' device) and the trainable gradients; a NaN or an
+ * infinity in either sets the flag, on the device, and from then on every
+ * sc_optim_step leaves the parameters and the state as they are: they
+ * stay those from before the first non-finite step. The flag is never
+ * cleared: whoever reads it set stops training. On the CPU, which reads
+ * the loss before backward, it does nothing. */
+sc_status sc_optim_guard(sc_optim *opt, const sc_tensor *loss);
+
+/* The guard's flag: one int32 on the parameters' device, nonzero once the
+ * guard has found a non-finite value; NULL on the CPU. */
+const sc_tensor *sc_optim_guard_flag(const sc_optim *opt);
 
 /* Steps taken (Adam's bias correction uses it); settable for resume. */
 int64_t sc_optim_steps(const sc_optim *opt);

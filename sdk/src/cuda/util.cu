@@ -28,24 +28,36 @@ static __global__ void to_bf16_kernel(__nv_bfloat16 *y, const float *x, int64_t 
         y[i] = __float2bfloat16_rn(x[i]);
 }
 
-extern "C" sc_status sc_cuda_fill_f32(int index, float *p, float value, int64_t n)
+static sc_status fill_on(sc_cuda_dev *d, float *p, float value, int64_t n)
 {
-    sc_cuda_dev *d = sc_cuda_dev_get(index);
-    if (!d)
-        return sc_error_code();
     SC_LAUNCH(fill_kernel, sc_cuda_blocks(n), SC_CUDA_THREADS, 0, d->compute, p, value, n);
     SC_CUDA_LAUNCHED("fill");
     return SC_OK;
 }
 
-extern "C" sc_status sc_cuda_scale_f32(int index, float *p, float factor, int64_t n)
+static sc_status scale_on(sc_cuda_dev *d, float *p, float factor, int64_t n)
 {
-    sc_cuda_dev *d = sc_cuda_dev_get(index);
-    if (!d)
-        return sc_error_code();
     SC_LAUNCH(scale_kernel, sc_cuda_blocks(n), SC_CUDA_THREADS, 0, d->compute, p, factor, n);
     SC_CUDA_LAUNCHED("scale");
     return SC_OK;
+}
+
+extern "C" sc_status sc_cuda_fill_f32(int index, float *p, float value, int64_t n)
+{
+    sc_cuda_scope scope;
+    sc_cuda_dev *d = sc_cuda_dev_enter(index, &scope);
+    sc_status st = d ? fill_on(d, p, value, n) : sc_error_code();
+    sc_cuda_dev_leave(&scope);
+    return st;
+}
+
+extern "C" sc_status sc_cuda_scale_f32(int index, float *p, float factor, int64_t n)
+{
+    sc_cuda_scope scope;
+    sc_cuda_dev *d = sc_cuda_dev_enter(index, &scope);
+    sc_status st = d ? scale_on(d, p, factor, n) : sc_error_code();
+    sc_cuda_dev_leave(&scope);
+    return st;
 }
 
 extern "C" void *sc_cuda_to_bf16(sc_ctx *ctx, const float *x, int64_t n)

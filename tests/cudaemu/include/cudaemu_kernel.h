@@ -17,6 +17,12 @@
 #include <type_traits>
 #include <utility>
 
+/* CUDA's device math has the C names at global scope (isfinite, isnan,
+ * isinf as overloads for float and double), as <cmath>'s std:: ones are. */
+using std::isfinite;
+using std::isinf;
+using std::isnan;
+
 struct uint3 {
     unsigned x, y, z;
 };
