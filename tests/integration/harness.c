@@ -101,6 +101,13 @@ char *temp_dir(char *buf, size_t size)
     return mkdtemp(buf);
 }
 
+void use_own_gpu_locks(void)
+{
+    static char dir[64];
+    if (!dir[0])
+        setenv("SCORCH_DEVICE_LOCK_DIR", temp_dir(dir, sizeof dir), 1);
+}
+
 double metric_of(const char *run_dir, int epoch, const char *phase, const char *key)
 {
     char path[4096], want[128], field[128];

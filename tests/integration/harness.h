@@ -22,6 +22,11 @@ void build_path(char *buf, size_t size, const char *rel);
 /* A fresh empty directory under /tmp; returns buf. */
 char *temp_dir(char *buf, size_t size);
 
+/* Gives the scorch runs this process starts a GPU lock directory of their
+ * own (SCORCH_DEVICE_LOCK_DIR, a fresh one per process): emulated GPUs are
+ * private to each process, and test programs run side by side. */
+void use_own_gpu_locks(void);
+
 /* A file's bytes plus a NUL, and its size; NULL if unreadable; caller frees. */
 char *read_file(const char *path, size_t *size);
 char *read_text(const char *path);

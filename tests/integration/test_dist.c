@@ -50,15 +50,6 @@ static bool gpu_mode(void)
     return device && strcmp(device, "cuda") == 0;
 }
 
-/* GPU runs lock their GPUs in a directory of the test's own: the emulated
- * GPUs are private to each process, and test programs run side by side. */
-static void own_lock_dir(void)
-{
-    static char dir[DIR];
-    if (gpu_mode() && !dir[0])
-        setenv("SCORCH_DEVICE_LOCK_DIR", temp_dir(dir, sizeof dir), 1);
-}
-
 static bins bin(void)
 {
     bins p;
@@ -71,7 +62,8 @@ static bins bin(void)
         cr_skip_test("mpirun is not on PATH: these tests need Open MPI's (openmpi-bin)");
     if (gpu_mode() && sc_cuda_device_count() < 2)
         cr_skip_test("these tests need 2 GPUs (%d visible)", sc_cuda_device_count());
-    own_lock_dir();
+    if (gpu_mode())
+        use_own_gpu_locks();
     return p;
 }
 

@@ -41,11 +41,10 @@ static void skip_without_gpu(void)
  * directory of the test's own. */
 static void use_one_lazy_gpu(void)
 {
-    static char locks[DIR_SIZE];
     setenv("CUDAEMU_DEVICES", "1", 1);
     setenv("CUDAEMU_LAZY", "1", 1);
     setenv("CUDAEMU_SEED", "3", 1);
-    setenv("SCORCH_DEVICE_LOCK_DIR", temp_dir(locks, sizeof locks), 1);
+    use_own_gpu_locks();
 }
 
 TestSuite(gpu_nan, .init = use_one_lazy_gpu, .timeout = 600);

@@ -34,13 +34,11 @@ static void skip_without_gpu(void)
         cr_skip_test("no GPU (%s)", sc_cuda_built() ? "none visible" : "no CUDA backend");
 }
 
-/* One emulated GPU; its lock in a directory of the test's own (emulated
- * GPUs are private to a process, and tests run side by side). */
+/* One emulated GPU; its lock in a directory of the test's own. */
 static void use_one_gpu(void)
 {
-    static char locks[DIR_SIZE];
     setenv("CUDAEMU_DEVICES", "1", 1);
-    setenv("SCORCH_DEVICE_LOCK_DIR", temp_dir(locks, sizeof locks), 1);
+    use_own_gpu_locks();
 }
 
 /* scorch-train's arguments for the MLP on the synthetic blobs into

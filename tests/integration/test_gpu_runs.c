@@ -80,13 +80,7 @@ static double seconds_since(const struct timespec *t0)
     return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-static void use_own_locks(void)
-{
-    char locks[DIR];
-    setenv("SCORCH_DEVICE_LOCK_DIR", temp_dir(locks, sizeof locks), 1);
-}
-
-TestSuite(gpu_runs, .init = use_own_locks);
+TestSuite(gpu_runs, .init = use_own_gpu_locks);
 
 /* The contexts context_hook printed at `point`: "0x2" for cuda:1 alone. */
 static void expect_contexts(const run_result *r, const char *point, const char *mask)

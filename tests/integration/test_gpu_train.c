@@ -47,15 +47,14 @@ static void expect_ok(run_result *r)
 }
 
 /* scorch-train with m for 20 steps of 32 into run_dir, plus `extra`
- * (NULL-terminated); `env` as for run_program. */
-static run_result train_env(const model *m, const char *run_dir, const char *const *extra,
-                            const char *env)
+ * (NULL-terminated). */
+static run_result train(const model *m, const char *run_dir, const char *const *extra)
 {
-    char train[PATH], plugin[PATH], data[PATH];
-    build_path(train, PATH, "host/scorch-train");
+    char exe[PATH], plugin[PATH], data[PATH];
+    build_path(exe, PATH, "host/scorch-train");
     build_path(plugin, PATH, m->plugin);
     build_path(data, PATH, "plugins/fashion_mnist.so");
-    const char *argv[MAX_ARGS] = {train, "--model", plugin, "--model-args", m->args,
+    const char *argv[MAX_ARGS] = {exe, "--model", plugin, "--model-args", m->args,
                                   "--dataset", data, "--dataset-path", FASHION_DIR,
                                   "--batch-size", "32", "--epochs", "1",
                                   "--max-train-iterations", "20", "--max-valid-iterations", "2",
@@ -67,17 +66,10 @@ static run_result train_env(const model *m, const char *run_dir, const char *con
     for (; extra && *extra && n < MAX_ARGS - 1; extra++)
         argv[n++] = *extra;
     argv[n] = NULL;
-    return run_program(argv, env);
+    return run_program(argv, NULL);
 }
 
-/* Each run locks its GPUs in its own directory: emulated GPUs are private
- * to a process, and tests run side by side. */
-static run_result train(const model *m, const char *run_dir, const char *const *extra)
-{
-    char env[PATH];
-    snprintf(env, sizeof env, "SCORCH_DEVICE_LOCK_DIR=%s", run_dir);
-    return train_env(m, run_dir, extra, env);
-}
+TestSuite(gpu_train, .init = use_own_gpu_locks);
 
 /* A finished run of m into a fresh directory, which dir receives. */
 static void trained(const model *m, char *dir, const char *const *extra)
