@@ -152,8 +152,11 @@ sc_status trainer_fold_step(void *user, const sc_step_result *r)
     SC_TRY(sc_loss_check(r->loss, "train", step->epoch, step->batch));
     if (r->skipped) /* a finite loss, from gradients that were not */
         return sc_error_set(SC_ERR_NUMERIC, "train gradients are not finite at epoch %d, batch "
-                            "%lld (loss %g): the update was skipped", step->epoch,
-                            (long long)step->batch, r->loss);
+                            "%lld (loss %g%s): the update was skipped", step->epoch,
+                            (long long)step->batch, r->loss,
+                            sc_dist_world(t->dist) > 1 ? " here; the summed gradients carry "
+                                                         "another rank's non-finite values too"
+                                                       : "");
     SC_TRY(sc_session_metrics(&t->s, r->outputs, r->targets, t->train_sums));
     t->state.loss_sum += r->loss * (double)step->size;
     t->state.samples += step->size;
