@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "in_process.h"
 #include "scorch/context.h"
 #include "scorch/device.h"
 #include "scorch/optim.h"
@@ -308,14 +309,8 @@ static void expect_nan_step_skipped(int64_t every, const char *cpu_message,
     for (int n = 5; extra && *extra; extra++)
         args[n++] = *extra;
     int argc = train_args(argv, "cuda", temp_dir(dir, sizeof dir), args);
-    sc_config cfg;
-    bool exit_now = false;
-    sc_config_defaults(&cfg);
-    cr_assert_eq(sc_config_parse(&cfg, SC_PROGRAM_TRAIN, argc, (char **)argv, &exit_now), SC_OK,
-                 "%s", sc_error_message());
-    sc_trainer *t;
+    sc_trainer *t = trainer_for_args(argc, argv);
     bool interrupted = false;
-    cr_assert_eq(sc_trainer_new(&cfg, NULL, &t), SC_OK, "%s", sc_error_message());
     cr_assert_eq(sc_trainer_run(t, &interrupted), SC_ERR_NUMERIC, "%s", sc_error_message());
     nan_message(sc_error_message(), message, sizeof message);
     cr_expect_str_eq(message, cpu_message);
@@ -360,13 +355,7 @@ Test(gpu_nan, non_finite_gradients_are_named)
     const char *argv[MAX_ARGS];
     int argc = train_args(argv, "cpu", temp_dir(dir, sizeof dir),
                           (const char *[]){"--quiet", NULL});
-    sc_config cfg;
-    bool exit_now = false;
-    sc_config_defaults(&cfg);
-    cr_assert_eq(sc_config_parse(&cfg, SC_PROGRAM_TRAIN, argc, (char **)argv, &exit_now), SC_OK,
-                 "%s", sc_error_message());
-    sc_trainer *t;
-    cr_assert_eq(sc_trainer_new(&cfg, NULL, &t), SC_OK, "%s", sc_error_message());
+    sc_trainer *t = trainer_for_args(argc, argv);
     sc_tensor_list none = {0};
     sc_step_result step = {.info = {.epoch = 2, .batch = 5, .size = 64, .step = 38},
                            .loss = 0.5,

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "in_process.h"
 #include "jsonl.h"
 #include "scorch/device.h"
 #include "trainer_impl.h"
@@ -297,14 +298,8 @@ Test(gpu_pipeline, host_runs_ahead_of_the_gpu)
     const char *argv[MAX_ARGS];
     int argc = train_args(argv, "cuda", temp_dir(dir, sizeof dir), 1,
                           (const char *[]){"--quiet", "--workers", "0", NULL});
-    sc_config cfg;
-    bool exit_now = false;
-    sc_config_defaults(&cfg);
-    cr_assert_eq(sc_config_parse(&cfg, SC_PROGRAM_TRAIN, argc, (char **)argv, &exit_now), SC_OK,
-                 "%s", sc_error_message());
-    sc_trainer *t;
+    sc_trainer *t = trainer_for_args(argc, argv);
     bool interrupted = false;
-    cr_assert_eq(sc_trainer_new(&cfg, NULL, &t), SC_OK, "%s", sc_error_message());
     cr_assert_eq(sc_trainer_run(t, &interrupted), SC_OK, "%s", sc_error_message());
     sc_step_pipe_stats stats = sc_step_pipe_stats_of(t->pipe);
     sc_trainer_free(t);
