@@ -1,6 +1,11 @@
 #include "checkpoint.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <float.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -39,32 +44,44 @@ static sc_status text_printf(text_buf *b, const char *fmt, ...)
     }
 }
 
-/* Every scalar of sc_train_state, for both writing and reading. */
+/* Every scalar of sc_train_state, for both writing and reading, with the
+ * values a checkpoint may hold: a crafted or damaged file whose CRC is
+ * valid must not reach the trainer with a position it cannot hold. */
 typedef enum field_kind { F_INT, F_BOOL, F_I64, F_U64, F_DOUBLE } field_kind;
 
 typedef struct state_field {
     const char *key;
     field_kind kind;
     size_t offset;
+    double min, max; /* inclusive; F_U64 takes any value, and so does a
+                        double field whose min is NAN (NaN and infinities
+                        too: a best metric may be anything a socket gave) */
 } state_field;
 
-#define STATE_FIELD(key, kind, member) {key, kind, offsetof(sc_train_state, member)}
+/* Counts (steps, batches, samples) stay below 2^53, where every integer
+ * is still a double: more steps than any run takes, fewer than a crafted
+ * `step 9e18` whose sums and step numbers would overflow. */
+#define COUNT_MAX 9007199254740992.0
+#define WORLD_MAX 1048576.0
+
+#define STATE_FIELD(key, kind, member, min, max)                                  \
+    {key, kind, offsetof(sc_train_state, member), min, max}
 static const state_field state_fields[] = {
-    STATE_FIELD("epoch", F_INT, epoch),
-    STATE_FIELD("next_batch", F_I64, next_batch),
-    STATE_FIELD("world", F_INT, world),
-    STATE_FIELD("step", F_I64, step),
-    STATE_FIELD("seed", F_U64, seed),
-    STATE_FIELD("base_lr", F_DOUBLE, base_lr),
-    STATE_FIELD("plateau_scale", F_DOUBLE, schedule.plateau_scale),
-    STATE_FIELD("plateau_best", F_DOUBLE, schedule.plateau_best),
-    STATE_FIELD("plateau_bad_epochs", F_INT, schedule.plateau_bad_epochs),
-    STATE_FIELD("has_best", F_BOOL, has_best),
-    STATE_FIELD("best_metric", F_DOUBLE, best_metric),
-    STATE_FIELD("best_epoch", F_INT, best_epoch),
-    STATE_FIELD("loss_sum", F_DOUBLE, loss_sum),
-    STATE_FIELD("samples", F_I64, samples),
-    STATE_FIELD("train_seconds", F_DOUBLE, train_seconds),
+    STATE_FIELD("epoch", F_INT, epoch, 1, INT_MAX - 1),
+    STATE_FIELD("next_batch", F_I64, next_batch, 0, COUNT_MAX),
+    STATE_FIELD("world", F_INT, world, 1, WORLD_MAX),
+    STATE_FIELD("step", F_I64, step, 0, COUNT_MAX),
+    STATE_FIELD("seed", F_U64, seed, 0, 0),
+    STATE_FIELD("base_lr", F_DOUBLE, base_lr, DBL_MIN, DBL_MAX),
+    STATE_FIELD("plateau_scale", F_DOUBLE, schedule.plateau_scale, DBL_MIN, 1),
+    STATE_FIELD("plateau_best", F_DOUBLE, schedule.plateau_best, NAN, NAN),
+    STATE_FIELD("plateau_bad_epochs", F_INT, schedule.plateau_bad_epochs, 0, INT_MAX),
+    STATE_FIELD("has_best", F_BOOL, has_best, 0, 1),
+    STATE_FIELD("best_metric", F_DOUBLE, best_metric, NAN, NAN),
+    STATE_FIELD("best_epoch", F_INT, best_epoch, 0, INT_MAX - 1),
+    STATE_FIELD("loss_sum", F_DOUBLE, loss_sum, -DBL_MAX, DBL_MAX),
+    STATE_FIELD("samples", F_I64, samples, 0, COUNT_MAX),
+    STATE_FIELD("train_seconds", F_DOUBLE, train_seconds, 0, DBL_MAX),
 };
 #undef STATE_FIELD
 
@@ -84,22 +101,51 @@ static sc_status field_to_text(text_buf *b, const state_field *f, const sc_train
     return SC_OK;
 }
 
-static bool field_from_text(const state_field *f, const char *v, sc_train_state *s)
+/* The value text of field f, whole, as a number; refused unless it lies
+ * in the field's range. */
+static sc_status parse_field(const state_field *f, const char *v, double *d, uint64_t *u,
+                             int64_t *i)
+{
+    char *end;
+    errno = 0;
+    if (f->kind == F_U64)
+        *u = strtoull(v, &end, 10);
+    else if (f->kind == F_DOUBLE)
+        *d = strtod(v, &end);
+    else
+        *i = strtoll(v, &end, 10);
+    /* A double out of range reads as an infinity, which the range refuses,
+     * or as a subnormal (ERANGE too), which is a value like any other. */
+    bool numeral = end != v && !*end && !isspace((unsigned char)*v) &&
+                   (errno != ERANGE || f->kind == F_DOUBLE) &&
+                   (f->kind != F_U64 || isdigit((unsigned char)*v));
+    if (!numeral)
+        return sc_error_set(SC_ERR_FORMAT, "trainer field '%s' has the value '%.40s', not a "
+                            "number of its kind", f->key, v);
+    bool any = f->kind == F_U64 || (f->kind == F_DOUBLE && isnan(f->min));
+    bool in_range = f->kind == F_DOUBLE ? *d >= f->min && *d <= f->max
+                                        : *i >= (int64_t)f->min && *i <= (int64_t)f->max;
+    if (!any && !in_range)
+        return sc_error_set(SC_ERR_FORMAT, "trainer field '%s' is %s, outside %.17g to %.17g",
+                            f->key, v, f->min, f->max);
+    return SC_OK;
+}
+
+static sc_status field_from_text(const state_field *f, const char *v, sc_train_state *s)
 {
     char *p = (char *)s + f->offset;
-    int b;
+    double d = 0;
+    uint64_t u = 0;
+    int64_t i = 0;
+    SC_TRY(parse_field(f, v, &d, &u, &i));
     switch (f->kind) {
-    case F_INT: return sscanf(v, "%d", (int *)p) == 1;
-    case F_BOOL:
-        if (sscanf(v, "%d", &b) != 1)
-            return false;
-        *(bool *)p = b != 0;
-        return true;
-    case F_I64: return sscanf(v, "%" SCNd64, (int64_t *)p) == 1;
-    case F_U64: return sscanf(v, "%" SCNu64, (uint64_t *)p) == 1;
-    case F_DOUBLE: return sscanf(v, "%lf", (double *)p) == 1;
+    case F_INT: *(int *)p = (int)i; break;
+    case F_BOOL: *(bool *)p = i != 0; break;
+    case F_I64: *(int64_t *)p = i; break;
+    case F_U64: *(uint64_t *)p = u; break;
+    case F_DOUBLE: *(double *)p = d; break;
     }
-    return false;
+    return SC_OK;
 }
 
 static sc_status state_to_text(text_buf *b, const sc_train_state *s, const sc_metrics *sums)
@@ -112,36 +158,71 @@ static sc_status state_to_text(text_buf *b, const sc_train_state *s, const sc_me
     return SC_OK;
 }
 
-static sc_status state_line(const char *line, sc_train_state *s, sc_metrics *sums)
+static sc_status metric_line(const char *line, sc_metrics *sums)
 {
-    char key[64], name[SC_METRIC_NAME_MAX];
+    char name[SC_METRIC_NAME_MAX];
     double num, den;
-    if (sscanf(line, "metric %47s %lf %lf", name, &num, &den) == 3)
-        return sums ? sc_metrics_add(sums, name, num, den) : SC_OK;
-    if (sscanf(line, "%63s", key) != 1)
-        return SC_OK;
-    for (int i = 0; i < N_STATE_FIELDS; i++)
-        if (strcmp(key, state_fields[i].key) == 0) {
-            if (!field_from_text(&state_fields[i], line + strlen(key), s))
-                return sc_error_set(SC_ERR_FORMAT, "bad value for trainer field '%s'", key);
-            return SC_OK;
-        }
-    return sc_error_set(SC_ERR_FORMAT, "unknown trainer field '%s'", key);
+    int end = 0;
+    if (sscanf(line, "metric %47s %lf %lf%n", name, &num, &den, &end) != 3 || line[end] ||
+        !isfinite(num) || !isfinite(den))
+        return sc_error_set(SC_ERR_FORMAT, "bad trainer line '%.60s'", line);
+    return sums ? sc_metrics_add(sums, name, num, den) : SC_OK;
 }
 
+/* One `key value` line; seen[] counts the fields read. */
+static sc_status state_line(const char *line, sc_train_state *s, sc_metrics *sums,
+                            bool seen[N_STATE_FIELDS])
+{
+    if (!line[0])
+        return SC_OK;
+    if (strncmp(line, "metric ", 7) == 0)
+        return metric_line(line, sums);
+    const char *space = strchr(line, ' ');
+    size_t len = space ? (size_t)(space - line) : strlen(line);
+    for (int i = 0; i < N_STATE_FIELDS; i++)
+        if (strlen(state_fields[i].key) == len && strncmp(line, state_fields[i].key, len) == 0) {
+            if (!space)
+                return sc_error_set(SC_ERR_FORMAT, "trainer field '%s' has no value",
+                                    state_fields[i].key);
+            if (seen[i])
+                return sc_error_set(SC_ERR_FORMAT, "trainer field '%s' appears twice",
+                                    state_fields[i].key);
+            seen[i] = true;
+            return field_from_text(&state_fields[i], space + 1, s);
+        }
+    return sc_error_set(SC_ERR_FORMAT, "unknown trainer field '%.*s'", (int)(len < 64 ? len : 64),
+                        line);
+}
+
+/* A line of printable text: what a message may quote. */
+static bool printable(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
+            return false;
+    return true;
+}
+
+/* Reads every field, each once and in range. */
 static sc_status state_from_text(const char *text, size_t size, sc_train_state *s,
                                  sc_metrics *sums)
 {
     char line[512];
-    size_t i = 0;
-    while (i < size) {
-        size_t n = 0;
-        while (i < size && text[i] != '\n' && n < sizeof line - 1)
-            line[n++] = text[i++];
+    bool seen[N_STATE_FIELDS] = {0};
+    for (size_t i = 0; i < size;) {
+        const char *nl = memchr(text + i, '\n', size - i);
+        size_t n = nl ? (size_t)(nl - (text + i)) : size - i;
+        if (n >= sizeof line || !printable(text + i, n))
+            return sc_error_set(SC_ERR_FORMAT, "trainer line at byte %zu is over %zu bytes long "
+                                "or holds a control character", i, sizeof line - 1);
+        memcpy(line, text + i, n);
         line[n] = '\0';
-        i++;
-        SC_TRY(state_line(line, s, sums));
+        SC_TRY(state_line(line, s, sums, seen));
+        i += n + 1;
     }
+    for (int i = 0; i < N_STATE_FIELDS; i++)
+        if (!seen[i])
+            return sc_error_set(SC_ERR_FORMAT, "no trainer field '%s'", state_fields[i].key);
     return SC_OK;
 }
 
@@ -279,21 +360,48 @@ sc_status sc_checkpoint_load(const char *path, sc_params *params, sc_optim *opt,
     return st == SC_OK ? SC_OK : sc_error_wrap(st, "loading checkpoint %s", path);
 }
 
-sc_status sc_checkpoint_config(const char *path, char **config_text)
+/* A copy of the config blob, NUL-terminated; the blob itself must hold no
+ * NUL, which would cut it short unseen. */
+static sc_status copy_config(const sc_ckpt *ck, char **config_text)
+{
+    size_t size;
+    const char *text = sc_ckpt_blob(ck, "config", &size);
+    if (!text)
+        return sc_error_set(SC_ERR_FORMAT, "no resolved config in it");
+    const char *nul = memchr(text, '\0', size);
+    if (nul)
+        return sc_error_set(SC_ERR_FORMAT, "its config holds a NUL byte at offset %zu",
+                            (size_t)(nul - text));
+    char *copy = malloc(size + 1);
+    if (!copy)
+        return sc_error_set(SC_ERR_NOMEM, "out of memory for its config");
+    memcpy(copy, text, size);
+    copy[size] = '\0';
+    *config_text = copy;
+    return SC_OK;
+}
+
+static sc_status read_config_text(const char *path, char **config_text)
 {
     sc_ckpt *ck = NULL;
     SC_TRY(sc_ckpt_open(path, &ck));
-    size_t size;
-    const char *text = sc_ckpt_blob(ck, "config", &size);
-    char *copy = text ? malloc(size + 1) : NULL;
-    if (copy) {
-        memcpy(copy, text, size);
-        copy[size] = '\0';
-    }
+    sc_status st = copy_config(ck, config_text);
     sc_ckpt_close(ck);
-    if (!copy)
-        return sc_error_set(text ? SC_ERR_NOMEM : SC_ERR_FORMAT,
-                            "checkpoint %s: no resolved config in it", path);
-    *config_text = copy;
+    return st == SC_OK ? SC_OK : sc_error_wrap(st, "checkpoint %s", path);
+}
+
+sc_status sc_checkpoint_saved_config(const char *path, sc_config *saved)
+{
+    char *text = NULL, name[SC_PATH_MAX + 32];
+    SC_TRY(read_config_text(path, &text));
+    snprintf(name, sizeof name, "%s (its saved config)", path);
+    sc_config_defaults(saved);
+    sc_status st = sc_config_load_ini_text(saved, SC_PROGRAM_TRAIN, text, name);
+    free(text);
+    if (st != SC_OK)
+        return st;
+    if (!saved->model[0] || !saved->dataset[0])
+        return sc_error_set(SC_ERR_FORMAT, "checkpoint %s: its saved config names no %s plugin",
+                            path, saved->model[0] ? "dataset" : "model");
     return SC_OK;
 }

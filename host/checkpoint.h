@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "hook_set.h"
 #include "scorch/scorch.h"
 
@@ -34,6 +35,9 @@ typedef struct sc_train_state {
     double loss_sum;
     int64_t samples;
     double train_seconds;
+    /* Not saved: set on --resume of a run that has nothing left to do (all
+     * epochs trained and its test record written), for every rank. */
+    bool finished;
 } sc_train_state;
 
 /* Writes a checkpoint atomically (temporary file, fsync, rename); hooks
@@ -45,13 +49,17 @@ sc_status sc_checkpoint_save(const char *path, const sc_params *params, sc_optim
 
 /* Restores parameters and, when opt/state/train_sums/hooks are not NULL,
  * the rest (hooks: replaced by the file's hook entries). The file's model
- * name must equal model_name and every parameter must be present with the
- * same shape; errors name the file. */
+ * name must equal model_name, every parameter must be present with the
+ * same shape, and every trainer field once, in its range (a count below
+ * 2^53, an epoch from 1, ...); errors name the file and the field. */
 sc_status sc_checkpoint_load(const char *path, sc_params *params, sc_optim *opt,
                              sc_train_state *state, sc_metrics *train_sums,
                              const char *model_name, sc_hook_blobs *hooks);
 
-/* The resolved config text saved in a checkpoint (caller frees). */
-sc_status sc_checkpoint_config(const char *path, char **config_text);
+/* The configuration a checkpoint was trained with (its resolved
+ * config.ini), read over the defaults into saved: refused, naming the
+ * file, when it is missing, holds a NUL byte, does not parse, or names no
+ * model or dataset plugin. */
+sc_status sc_checkpoint_saved_config(const char *path, sc_config *saved);
 
 #endif

@@ -36,6 +36,7 @@ typedef enum opt_type {
     OPT_HELP,          /* actions: command line only, nothing stored */
     OPT_VERSION,
     OPT_LIST,          /* sc_path_list: each use appends ("" empties it) */
+    OPT_LIST_ARGS,     /* the arguments of the list's last path (--hooks-args) */
 } opt_type;
 
 typedef enum opt_bound {
@@ -76,6 +77,14 @@ static const char *const group_title[] = {
     [GROUP_GENERAL] = "General",
 };
 
+/* An option that only one choice of another option reads: set by the
+ * user while `option` has a value outside `values`, it is refused rather
+ * than silently ignored. */
+typedef struct opt_condition {
+    const char *option; /* NULL: the option is always used */
+    const char *values; /* "a|b" */
+} opt_condition;
+
 typedef struct config_option {
     const char *name;       /* --name on the command line, `name =` in INI */
     opt_type type;
@@ -87,9 +96,16 @@ typedef struct config_option {
     const char *choices;    /* "a|b|c": the only values accepted */
     opt_bound bound;        /* numbers only */
     sc_status (*check)(const char *value); /* further validation of text */
+    opt_condition used_if;  /* the choices that read it (--help prefixes them) */
+    /* OPT_INT: the machine's maximum, with why into `why`; checked on the
+     * final value, so that the command line can lower an INI file's. */
+    int (*limit)(char *why, size_t size);
     unsigned programs;      /* sc_program mask: where the option exists */
     unsigned required;      /* sc_program mask: where it must be set */
     bool inherited;         /* scorch-test takes it from the checkpoint when unset */
+    /* scorch-train --resume accepts another value than the checkpoint's:
+     * it cannot change the numbers the run computes (docs/cli.md). */
+    bool resume_may_change;
     opt_group group;
     const char *help;
 } config_option;
@@ -108,24 +124,35 @@ typedef struct config_option {
        f)
 
 static sc_status check_device(const char *value);
+static int threads_limit(char *why, size_t size);
+static int workers_limit(char *why, size_t size);
 
 static const config_option options[] = {
     {.name = "model", FIELD(model), .def = "", .arg = "PATH", .programs = BOTH,
+     .resume_may_change = true,
      .required = TRAIN, .inherited = true, .group = GROUP_PLUGINS, .help = "model plugin (.so)"},
     {.name = "model-args", FIELD(model_args), .def = "", .arg = "K=V,...", .programs = BOTH,
      .inherited = true, .group = GROUP_PLUGINS, .help = "arguments for the model plugin"},
     {.name = "dataset", FIELD(dataset), .def = "", .arg = "PATH", .programs = BOTH,
+     .resume_may_change = true,
      .required = TRAIN, .inherited = true, .group = GROUP_PLUGINS, .help = "dataset plugin (.so)"},
     {.name = "dataset-path", FIELD(dataset_path), .def = "", .arg = "PATH", .programs = BOTH,
+     .resume_may_change = true,
      .inherited = true, .group = GROUP_PLUGINS, .help = "where the dataset plugin finds its data"},
     {.name = "dataset-args", FIELD(dataset_args), .def = "", .arg = "K=V,...", .programs = BOTH,
      .inherited = true, .group = GROUP_PLUGINS, .help = "arguments for the dataset plugin"},
     {.name = "hooks", FIELD(hooks), .def = "", .arg = "PATH", .programs = BOTH,
+     .resume_may_change = true,
      .group = GROUP_PLUGINS,
      .help = "an extra plugin that exports scorch_hooks or scorch_user_funcs; repeat for "
              "more (up to 8)"},
+    {.name = "hooks-args", AS(OPT_LIST_ARGS, hooks), .def = "", .arg = "K=V,...",
+     .resume_may_change = true,
+     .programs = BOTH, .group = GROUP_PLUGINS,
+     .help = "arguments for the --hooks plugin just before it"},
 
     {.name = "epochs", FIELD(epochs), .def = "10", .arg = "N", .bound = BOUND_ONE,
+     .resume_may_change = true,
      .programs = TRAIN, .group = GROUP_TRAINING, .help = "epochs to train"},
     {.name = "max-train-iterations", FIELD(max_train_iterations), .def = "0", .arg = "N",
      .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_TRAINING,
@@ -134,10 +161,16 @@ static const config_option options[] = {
      .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_TRAINING,
      .help = "validation batches per epoch, 0 for all"},
     {.name = "max-test-iterations", FIELD(max_test_iterations), .def = "0", .arg = "N",
+     .resume_may_change = true,
      .bound = BOUND_NONNEG, .programs = BOTH, .group = GROUP_TRAINING,
      .help = "test batches (scorch-train: after the last epoch), 0 for all"},
     {.name = "validate-on-train", FIELD(validate_on_train), .def = "false", .programs = TRAIN,
+     .resume_may_change = true,
      .group = GROUP_TRAINING, .help = "also evaluate the train split after each epoch"},
+    {.name = "drop-last", FIELD(drop_last), .def = "true", .programs = TRAIN,
+     .group = GROUP_TRAINING,
+     .help = "skip the train split's last batch when it is short (--no-drop-last: train "
+             "on it)"},
 
     {.name = "optimizer", FIELD(optimizer), .def = "adam", .choices = "sgd|adam|adamw",
      .programs = TRAIN, .group = GROUP_OPTIMIZER, .help = "optimizer"},
@@ -147,15 +180,19 @@ static const config_option options[] = {
      .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_OPTIMIZER,
      .help = "weight decay (decoupled for adamw)"},
     {.name = "momentum", FIELD(momentum), .def = "0.9", .arg = "X", .bound = BOUND_UNIT,
-     .programs = TRAIN, .group = GROUP_OPTIMIZER, .help = "sgd: momentum"},
+     .used_if = {"optimizer", "sgd"}, .programs = TRAIN, .group = GROUP_OPTIMIZER,
+     .help = "momentum"},
     {.name = "nesterov", FIELD(nesterov), .def = "false", .programs = TRAIN,
-     .group = GROUP_OPTIMIZER, .help = "sgd: Nesterov momentum"},
+     .used_if = {"optimizer", "sgd"}, .group = GROUP_OPTIMIZER, .help = "Nesterov momentum"},
     {.name = "beta1", FIELD(beta1), .def = "0.9", .arg = "X", .bound = BOUND_UNIT,
-     .programs = TRAIN, .group = GROUP_OPTIMIZER, .help = "adam, adamw: first-moment decay"},
+     .used_if = {"optimizer", "adam|adamw"}, .programs = TRAIN, .group = GROUP_OPTIMIZER,
+     .help = "first-moment decay"},
     {.name = "beta2", FIELD(beta2), .def = "0.999", .arg = "X", .bound = BOUND_UNIT,
-     .programs = TRAIN, .group = GROUP_OPTIMIZER, .help = "adam, adamw: second-moment decay"},
+     .used_if = {"optimizer", "adam|adamw"}, .programs = TRAIN, .group = GROUP_OPTIMIZER,
+     .help = "second-moment decay"},
     {.name = "eps", FIELD(eps), .def = "1e-8", .arg = "X", .bound = BOUND_POSITIVE,
-     .programs = TRAIN, .group = GROUP_OPTIMIZER, .help = "adam, adamw: denominator epsilon"},
+     .used_if = {"optimizer", "adam|adamw"}, .programs = TRAIN, .group = GROUP_OPTIMIZER,
+     .help = "denominator epsilon"},
 
     {.name = "lr-schedule", FIELD(lr_schedule), .def = "constant",
      .choices = "constant|step|cosine|plateau", .programs = TRAIN, .group = GROUP_SCHEDULE,
@@ -164,18 +201,21 @@ static const config_option options[] = {
      .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_SCHEDULE,
      .help = "linear warm-up from 0 to --lr over N steps"},
     {.name = "lr-step-epochs", FIELD(lr_step_epochs), .def = "30", .arg = "N",
-     .bound = BOUND_ONE, .programs = TRAIN, .group = GROUP_SCHEDULE,
-     .help = "step: multiply the lr by --lr-gamma every N epochs"},
+     .bound = BOUND_ONE, .used_if = {"lr-schedule", "step"}, .programs = TRAIN,
+     .group = GROUP_SCHEDULE, .help = "multiply the lr by --lr-gamma every N epochs"},
     {.name = "lr-gamma", FIELD(lr_gamma), .def = "0.1", .arg = "X", .bound = BOUND_POSITIVE,
-     .programs = TRAIN, .group = GROUP_SCHEDULE, .help = "step: decay factor"},
+     .used_if = {"lr-schedule", "step"}, .programs = TRAIN, .group = GROUP_SCHEDULE,
+     .help = "decay factor"},
     {.name = "lr-min", FIELD(lr_min), .def = "0", .arg = "X", .bound = BOUND_NONNEG,
-     .programs = TRAIN, .group = GROUP_SCHEDULE, .help = "cosine: final learning rate"},
+     .resume_may_change = true,
+     .used_if = {"lr-schedule", "cosine"}, .programs = TRAIN, .group = GROUP_SCHEDULE,
+     .help = "final learning rate"},
     {.name = "lr-patience", FIELD(lr_patience), .def = "10", .arg = "N",
-     .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_SCHEDULE,
-     .help = "plateau: epochs without improvement before decaying"},
+     .bound = BOUND_NONNEG, .used_if = {"lr-schedule", "plateau"}, .programs = TRAIN,
+     .group = GROUP_SCHEDULE, .help = "epochs without improvement before decaying"},
     {.name = "lr-factor", FIELD(lr_factor), .def = "0.1", .arg = "X",
-     .bound = BOUND_OPEN_UNIT, .programs = TRAIN, .group = GROUP_SCHEDULE,
-     .help = "plateau: decay factor"},
+     .bound = BOUND_OPEN_UNIT, .used_if = {"lr-schedule", "plateau"}, .programs = TRAIN,
+     .group = GROUP_SCHEDULE, .help = "decay factor"},
 
     {.name = "batch-size", FIELD(batch_size), .def = "128", .arg = "N", .bound = BOUND_ONE,
      .programs = BOTH, .group = GROUP_DEVICES, .help = "samples per batch, per rank"},
@@ -185,6 +225,7 @@ static const config_option options[] = {
      .arg = "DEVICE", .check = check_device, .programs = BOTH, .group = GROUP_DEVICES,
      .help = "cpu, cuda, cuda:N, cuda:N,M,..., auto, parallel or distributed_dataparallel"},
     {.name = "replicas", FIELD(replicas), .def = "0", .shown_def = "one per GPU --device names",
+     .resume_may_change = true,
      .arg = "N", .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_DEVICES,
      .help = "data parallel in one process: N replicas, a thread each (--device cpu, "
              "parallel or cuda:N,M,...)"},
@@ -196,12 +237,16 @@ static const config_option options[] = {
      .programs = TRAIN, .group = GROUP_DEVICES,
      .help = "replay the train step as a CUDA graph (auto: when the step allows it)"},
     {.name = "threads", FIELD(threads), .def = "0", .arg = "N", .bound = BOUND_NONNEG,
-     .programs = BOTH, .group = GROUP_DEVICES,
-     .help = "compute threads, 0 for all cores (under mpirun: the rank's share)"},
+     .limit = threads_limit, .programs = BOTH, .group = GROUP_DEVICES,
+     .help = "compute threads, at most the cores this process may use; 0 for all (under "
+             "mpirun: the rank's share)"},
     {.name = "workers", FIELD(workers), .def = "2", .arg = "N", .bound = BOUND_NONNEG,
-     .programs = BOTH, .group = GROUP_DEVICES,
-     .help = "data-loader threads, 0 to load on the training thread"},
+     .resume_may_change = true,
+     .limit = workers_limit, .programs = BOTH, .group = GROUP_DEVICES,
+     .help = "data-loader threads, at most 4 per core and 256; 0 to load on the training "
+             "thread"},
     {.name = "prefetch", FIELD(prefetch), .def = "4", .arg = "N", .bound = BOUND_ONE,
+     .resume_may_change = true,
      .programs = BOTH, .group = GROUP_DEVICES, .help = "batches the loader prepares ahead"},
     {.name = "accumulate", FIELD(accumulate), .def = "1", .arg = "N", .bound = BOUND_ONE,
      .programs = TRAIN, .group = GROUP_DEVICES,
@@ -211,28 +256,39 @@ static const config_option options[] = {
      .programs = TRAIN, .group = GROUP_DEVICES,
      .help = "data parallel: gradient allreduce bucket size in MiB"},
     {.name = "collective-timeout", FIELD(collective_timeout), .def = "300", .arg = "SECONDS",
+     .resume_may_change = true,
      .bound = BOUND_POSITIVE, .programs = TRAIN, .group = GROUP_DEVICES,
      .help = "data parallel: abort the job when a collective waits longer"},
     {.name = "scale-lr", FIELD(scale_lr), .def = "false", .programs = TRAIN,
      .group = GROUP_DEVICES, .help = "data parallel: multiply --lr by the number of ranks"},
 
     {.name = "run-dir", FIELD(run_dir), .def = "", .shown_def = "runs/<model>-<timestamp>",
+     .resume_may_change = true,
      .arg = "DIR", .programs = TRAIN, .group = GROUP_RUN,
      .help = "where config.ini, metrics.jsonl and checkpoints go"},
     {.name = "resume", AS(OPT_OPTIONAL_PATH, resume_path),
+     .resume_may_change = true,
      .flag_offset = offsetof(sc_config, resume), .def = "false", .arg = "[PATH]",
      .programs = TRAIN, .group = GROUP_RUN,
      .help = "continue from checkpoint PATH, or from the run directory's last"},
+    {.name = "resume-anyway", FIELD(resume_anyway), .def = "false", .programs = TRAIN,
+     .resume_may_change = true, .group = GROUP_RUN,
+     .help = "with --resume: accept options that differ from the checkpoint's, and say what "
+             "exactness each change costs"},
     {.name = "checkpoint-every", FIELD(checkpoint_every), .def = "0", .arg = "N",
+     .resume_may_change = true,
      .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_RUN,
      .help = "also checkpoint every N steps, 0 for at epoch ends only"},
     {.name = "keep-last", FIELD(keep_last), .def = "3", .arg = "N", .bound = BOUND_ONE,
+     .resume_may_change = true,
      .programs = TRAIN, .group = GROUP_RUN,
      .help = "recent checkpoints kept (the best is kept too)"},
     {.name = "tensorboard", FIELD(tensorboard), .def = "true", .programs = TRAIN,
+     .resume_may_change = true,
      .group = GROUP_TENSORBOARD,
      .help = "write TensorBoard event files into RUN/tensorboard (--no-tensorboard: don't)"},
     {.name = "histogram-every", FIELD(histogram_every), .def = "1", .arg = "N",
+     .resume_may_change = true,
      .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_TENSORBOARD,
      .help = "TensorBoard histograms of parameters and gradients every N epochs, 0 for never"},
 
@@ -253,8 +309,10 @@ static const config_option options[] = {
     {.name = "config", AS(OPT_CONFIG, config), .def = "", .arg = "FILE", .programs = BOTH,
      .group = GROUP_GENERAL, .help = "read options from an INI file first (see below)"},
     {.name = "quiet", FIELD(quiet), .def = "false", .programs = BOTH, .group = GROUP_GENERAL,
+     .resume_may_change = true,
      .help = "print errors and the final summary only"},
     {.name = "summary", FIELD(summary), .def = "false", .programs = TRAIN,
+     .resume_may_change = true,
      .group = GROUP_GENERAL,
      .help = "print the model's layers, parameters and FLOPs, then exit"},
     {.name = "help", .type = OPT_HELP, .programs = BOTH, .group = GROUP_GENERAL,
@@ -264,6 +322,8 @@ static const config_option options[] = {
 };
 
 enum { N_OPTIONS = ARRAY_LEN(options) };
+_Static_assert((int)N_OPTIONS <= (int)SC_CONFIG_MAX_OPTIONS,
+               "raise SC_CONFIG_MAX_OPTIONS in config.h");
 
 /* ---- names ------------------------------------------------------------ */
 
@@ -324,6 +384,46 @@ const char *sc_name_suggest(const char *word, const char *const *names, int n)
 
 /* ---- values ----------------------------------------------------------- */
 
+enum { QUOTE_MAX = 64 }; /* characters of the user's text a message shows */
+
+/* The user's text as a message shows it: bytes outside printable ASCII as
+ * \xNN, so that a binary file sends no control codes to the terminal, and
+ * cut after QUOTE_MAX characters. A struct, so that quote(x).text lives
+ * until the end of the call it is an argument of. */
+typedef struct quoted {
+    char text[4 * QUOTE_MAX + sizeof "..."];
+} quoted;
+
+static quoted quote(const char *text)
+{
+    quoted q;
+    size_t out = 0;
+    for (size_t i = 0; text[i]; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (i == QUOTE_MAX) {
+            out += (size_t)snprintf(q.text + out, sizeof q.text - out, "...");
+            break;
+        }
+        if (c >= 0x20 && c < 0x7f)
+            q.text[out++] = (char)c;
+        else
+            out += (size_t)snprintf(q.text + out, sizeof q.text - out, "\\x%02x", c);
+    }
+    q.text[out] = '\0';
+    return q;
+}
+
+/* Text options may hold no control characters: paths and plugin arguments
+ * reach many messages later on, which would print them raw. */
+static sc_status check_printable(const char *text)
+{
+    for (const char *p = text; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return sc_error_set(SC_ERR_INVALID, "'%s' holds a control character",
+                                quote(text).text);
+    return SC_OK;
+}
+
 static bool opt_cli_only(const config_option *opt)
 {
     return opt->type == OPT_CONFIG || opt->type == OPT_HELP || opt->type == OPT_VERSION;
@@ -352,7 +452,7 @@ static sc_status check_bound(const config_option *opt, const char *text, double 
 {
     if (bound_holds(opt->bound, v))
         return SC_OK;
-    return sc_error_set(SC_ERR_INVALID, "'%s' is out of range (must be %s)", text,
+    return sc_error_set(SC_ERR_INVALID, "'%s' is out of range (must be %s)", quote(text).text,
                         bound_text[opt->bound]);
 }
 
@@ -362,9 +462,9 @@ static sc_status parse_int64(const char *text, int64_t *out)
     errno = 0;
     long long v = strtoll(text, &end, 10);
     if (end == text || *end || isspace((unsigned char)*text))
-        return sc_error_set(SC_ERR_INVALID, "'%s' is not an integer", text);
+        return sc_error_set(SC_ERR_INVALID, "'%s' is not an integer", quote(text).text);
     if (errno == ERANGE)
-        return sc_error_set(SC_ERR_INVALID, "'%s' is out of range", text);
+        return sc_error_set(SC_ERR_INVALID, "'%s' is out of range", quote(text).text);
     *out = v;
     return SC_OK;
 }
@@ -374,7 +474,7 @@ static sc_status set_int(const config_option *opt, void *field, const char *text
     int64_t v;
     SC_TRY(parse_int64(text, &v));
     if (v < INT_MIN || v > INT_MAX)
-        return sc_error_set(SC_ERR_INVALID, "'%s' is out of range", text);
+        return sc_error_set(SC_ERR_INVALID, "'%s' is out of range", quote(text).text);
     SC_TRY(check_bound(opt, text, (double)v));
     *(int *)field = (int)v;
     return SC_OK;
@@ -396,9 +496,10 @@ static sc_status set_uint64(void *field, const char *text)
     /* strtoull would take "-1" as 2^64 - 1. */
     unsigned long long v = strtoull(text, &end, 10);
     if (end == text || *end || !isdigit((unsigned char)*text))
-        return sc_error_set(SC_ERR_INVALID, "'%s' is not a non-negative integer", text);
+        return sc_error_set(SC_ERR_INVALID, "'%s' is not a non-negative integer",
+                            quote(text).text);
     if (errno == ERANGE)
-        return sc_error_set(SC_ERR_INVALID, "'%s' is out of range", text);
+        return sc_error_set(SC_ERR_INVALID, "'%s' is out of range", quote(text).text);
     *(uint64_t *)field = v;
     return SC_OK;
 }
@@ -408,9 +509,9 @@ static sc_status set_double(const config_option *opt, void *field, const char *t
     char *end;
     double v = strtod(text, &end);
     if (end == text || *end || isspace((unsigned char)*text))
-        return sc_error_set(SC_ERR_INVALID, "'%s' is not a number", text);
+        return sc_error_set(SC_ERR_INVALID, "'%s' is not a number", quote(text).text);
     if (!isfinite(v))
-        return sc_error_set(SC_ERR_INVALID, "'%s' is not a finite number", text);
+        return sc_error_set(SC_ERR_INVALID, "'%s' is not a finite number", quote(text).text);
     SC_TRY(check_bound(opt, text, v));
     *(double *)field = v;
     return SC_OK;
@@ -424,7 +525,7 @@ static bool is_bool_text(const char *text)
 static sc_status set_bool(bool *field, const char *text)
 {
     if (!is_bool_text(text))
-        return sc_error_set(SC_ERR_INVALID, "'%s' is not true or false", text);
+        return sc_error_set(SC_ERR_INVALID, "'%s' is not true or false", quote(text).text);
     *field = text[0] == 't';
     return SC_OK;
 }
@@ -456,7 +557,9 @@ static sc_status set_string(const config_option *opt, char *field, const char *t
         return sc_error_set(SC_ERR_INVALID, "value of %zu characters is too long (at most %zu)",
                             len, opt->size - 1);
     if (opt->choices && !in_choices(opt->choices, text))
-        return sc_error_set(SC_ERR_INVALID, "'%s' is not one of %s", text, opt->choices);
+        return sc_error_set(SC_ERR_INVALID, "'%s' is not one of %s", quote(text).text,
+                            opt->choices);
+    SC_TRY(check_printable(text));
     if (opt->check)
         SC_TRY(opt->check(text));
     /* strncpy zero-fills the rest, so equal configs are equal bytes. */
@@ -485,11 +588,31 @@ static sc_status list_add(const config_option *opt, sc_path_list *list, const ch
         return SC_OK;
     }
     if (list->n == SC_MAX_HOOK_PLUGINS)
-        return sc_error_set(SC_ERR_INVALID, "'%s' is one more than the %d --%s allowed", text,
-                            SC_MAX_HOOK_PLUGINS, opt->name);
+        return sc_error_set(SC_ERR_INVALID, "'%s' is one more than the %d --%s allowed",
+                            quote(text).text, SC_MAX_HOOK_PLUGINS, opt->name);
     if (strlen(text) >= SC_PATH_MAX)
         return sc_error_set(SC_ERR_INVALID, "a path of %zu characters is too long", strlen(text));
+    SC_TRY(check_printable(text));
     strncpy(list->path[list->n++], text, SC_PATH_MAX);
+    return SC_OK;
+}
+
+/* The arguments of the list's last path, given once ("" gives none). */
+static sc_status list_set_args(sc_path_list *list, const char *text)
+{
+    if (!text[0])
+        return SC_OK;
+    if (!list->n)
+        return sc_error_set(SC_ERR_INVALID, "'%s' goes with no plugin", quote(text).text);
+    char *args = list->args[list->n - 1];
+    if (args[0])
+        return sc_error_set(SC_ERR_INVALID, "'%s' is the second for %s (the first: '%s')",
+                            quote(text).text, list->path[list->n - 1], args);
+    if (strlen(text) >= sizeof list->args[0])
+        return sc_error_set(SC_ERR_INVALID, "value of %zu characters is too long (at most %zu)",
+                            strlen(text), sizeof list->args[0] - 1);
+    SC_TRY(check_printable(text));
+    strncpy(args, text, sizeof list->args[0]);
     return SC_OK;
 }
 
@@ -508,6 +631,7 @@ static sc_status opt_set(const config_option *opt, sc_config *cfg, const char *t
     case OPT_FLAG: return set_bool(field, text);
     case OPT_OPTIONAL_PATH: return set_optional_path(opt, cfg, text);
     case OPT_LIST: return list_add(opt, field, text);
+    case OPT_LIST_ARGS: return list_set_args(field, text);
     case OPT_HELP:
     case OPT_VERSION: break;
     }
@@ -543,6 +667,7 @@ static void opt_format(const config_option *opt, const sc_config *cfg, char *buf
         break;
     }
     case OPT_LIST: /* one line per path: ini_write_option */
+    case OPT_LIST_ARGS:
     case OPT_HELP:
     case OPT_VERSION: buf[0] = '\0'; break;
     }
@@ -554,6 +679,20 @@ void sc_config_defaults(sc_config *cfg)
     for (int i = 0; i < N_OPTIONS; i++)
         if (options[i].def)
             opt_set(&options[i], cfg, options[i].def); /* the unit tests check these */
+}
+
+static const config_option *opt_find(const char *name)
+{
+    for (int i = 0; i < N_OPTIONS; i++)
+        if (strcmp(options[i].name, name) == 0)
+            return &options[i];
+    return NULL;
+}
+
+bool sc_config_user_set(const sc_config *cfg, const char *name)
+{
+    const config_option *opt = opt_find(name);
+    return opt && cfg->origin[opt - options] != SC_ORIGIN_DEFAULT;
 }
 
 void sc_config_inherit(sc_config *cfg, const sc_config *saved)
@@ -590,14 +729,14 @@ static sc_status opt_lookup(sc_program program, const char *name, size_t len,
         if (opt->programs & program)
             names[n++] = opt->name;
     }
-    char word[64];
+    char word[QUOTE_MAX + 2]; /* one more than quote shows, so that it shows the cut */
     snprintf(word, sizeof word, "%.*s", (int)len, name);
     const char *near = sc_name_suggest(word, names, n);
     if (near)
-        return sc_error_set(SC_ERR_INVALID, "unknown option %s%.*s (did you mean %s%s?)", dashes,
-                            (int)len, name, dashes, near);
-    return sc_error_set(SC_ERR_INVALID, "unknown option %s%.*s (see %s --help)", dashes,
-                        (int)len, name, sc_program_name(program));
+        return sc_error_set(SC_ERR_INVALID, "unknown option %s%s (did you mean %s%s?)", dashes,
+                            quote(word).text, dashes, near);
+    return sc_error_set(SC_ERR_INVALID, "unknown option %s%s (see %s --help)", dashes,
+                        quote(word).text, sc_program_name(program));
 }
 
 /* ---- command line ----------------------------------------------------- */
@@ -628,8 +767,8 @@ static sc_status cli_next(sc_program program, int argc, char **argv, int *i,
 {
     const char *arg = argv[(*i)++];
     if (!is_option(arg) || !arg[2])
-        return sc_error_set(SC_ERR_INVALID, "unexpected argument '%s' (see %s --help)", arg,
-                            sc_program_name(program));
+        return sc_error_set(SC_ERR_INVALID, "unexpected argument '%s' (see %s --help)",
+                            quote(arg).text, sc_program_name(program));
     const char *eq = strchr(arg + 2, '=');
     size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
     bool negated;
@@ -643,10 +782,16 @@ static sc_status cli_next(sc_program program, int argc, char **argv, int *i,
         if (eq && !eq[1])
             return sc_error_set(SC_ERR_INVALID, "--%s= needs a path", (*opt)->name);
         *value = eq ? eq + 1 : next ? argv[(*i)++] : "true";
-    } else {
+    } else if ((*opt)->type == OPT_FLAG) {
+        if (eq || next) /* "--drop-last false": no argument follows a flag */
+            return sc_error_set(SC_ERR_INVALID, "--%.*s takes no value (got '%s'): write --%s "
+                                "to turn it on, --no-%s to turn it off", (int)len, arg + 2,
+                                quote(eq ? eq + 1 : next).text, (*opt)->name, (*opt)->name);
+        *value = negated ? "false" : "true";
+    } else { /* --help, --version */
         if (eq)
             return sc_error_set(SC_ERR_INVALID, "--%.*s takes no value", (int)len, arg + 2);
-        *value = negated ? "false" : "true";
+        *value = "true";
     }
     return SC_OK;
 }
@@ -690,6 +835,27 @@ static void list_restart(const config_option *opt, sc_config *cfg, bool first)
         opt_set(opt, cfg, "");
 }
 
+/* The row of `type` that shares opt's field (a list and its arguments), or
+ * opt itself when there is none. */
+static const config_option *partner(const config_option *opt, opt_type type)
+{
+    for (int i = 0; i < N_OPTIONS; i++)
+        if (options[i].type == type && options[i].offset == opt->offset)
+            return &options[i];
+    return opt;
+}
+
+/* A source gives a list's arguments after a path of its own, never to a
+ * path another source named. `path_named`: whether this source named one. */
+static sc_status args_follow_path(const config_option *opt, bool path_named,
+                                  const char *dashes)
+{
+    if (opt->type != OPT_LIST_ARGS || path_named)
+        return SC_OK;
+    return sc_error_set(SC_ERR_INVALID, "%s%s must follow the %s%s it is for", dashes,
+                        opt->name, dashes, partner(opt, OPT_LIST)->name);
+}
+
 static sc_status cli_apply(sc_config *cfg, sc_program program, int argc, char **argv)
 {
     bool seen[N_OPTIONS] = {0};
@@ -697,11 +863,13 @@ static sc_status cli_apply(sc_config *cfg, sc_program program, int argc, char **
         const config_option *opt = NULL;
         const char *value = NULL;
         SC_TRY(cli_next(program, argc, argv, &i, &opt, &value));
+        SC_TRY(args_follow_path(opt, seen[partner(opt, OPT_LIST) - options], "--"));
         list_restart(opt, cfg, !seen[opt - options]);
         seen[opt - options] = true;
         sc_status st = opt_set(opt, cfg, value);
         if (st != SC_OK)
             return sc_error_wrap(st, "--%s", opt->name);
+        cfg->origin[opt - options] = SC_ORIGIN_COMMAND_LINE;
     }
     return SC_OK;
 }
@@ -724,6 +892,93 @@ static sc_status check_required(const sc_config *cfg, sc_program program)
                         sc_program_name(program));
 }
 
+/* ---- checks of the final values ------------------------------------ */
+
+/* Where opt's value came from, to start a message: "--name", or
+ * "FILE:LINE: name" for a line of the --config file. */
+static void opt_where(const sc_config *cfg, const config_option *opt, char *buf, size_t size)
+{
+    int line = cfg->origin[opt - options];
+    if (line > 0)
+        snprintf(buf, size, "%s:%d: %s", cfg->config, line, opt->name);
+    else
+        snprintf(buf, size, "--%s", opt->name);
+}
+
+/* Whether the choice opt belongs to (its used_if) is made: then the run
+ * reads it. The deciding option is a string with choices. */
+static bool opt_in_use(const config_option *opt, const sc_config *cfg)
+{
+    if (!opt->used_if.option)
+        return true;
+    const config_option *chooser = opt_find(opt->used_if.option);
+    return in_choices(opt->used_if.values, (const char *)cfg + chooser->offset);
+}
+
+/* An option the user set for another choice (--momentum with adam) would
+ * be silently ignored: refused instead. Defaults are never refused. */
+static sc_status check_in_use(const sc_config *cfg, sc_program program)
+{
+    for (int i = 0; i < N_OPTIONS; i++) {
+        const config_option *opt = &options[i];
+        if (!(opt->programs & program) || cfg->origin[i] == SC_ORIGIN_DEFAULT ||
+            opt_in_use(opt, cfg))
+            continue;
+        const config_option *chooser = opt_find(opt->used_if.option);
+        const char *chosen = (const char *)cfg + chooser->offset;
+        bool by_default = cfg->origin[chooser - options] == SC_ORIGIN_DEFAULT;
+        char where[SC_PATH_MAX + 64];
+        opt_where(cfg, opt, where, sizeof where);
+        return sc_error_set(SC_ERR_INVALID,
+                            "%s is for --%s %s, not %s%s: remove it, or choose --%s %s", where,
+                            chooser->name, opt->used_if.values, chosen,
+                            by_default ? " (the default)" : "", chooser->name,
+                            opt->used_if.values);
+    }
+    return SC_OK;
+}
+
+/* The machine's limits, on the final values: a config.ini written on a
+ * bigger machine loads, and the command line can lower what it asks. */
+static sc_status check_limits(const sc_config *cfg, sc_program program)
+{
+    for (int i = 0; i < N_OPTIONS; i++) {
+        const config_option *opt = &options[i];
+        if (!(opt->programs & program) || !opt->limit)
+            continue;
+        char why[256], where[SC_PATH_MAX + 64];
+        int max = opt->limit(why, sizeof why);
+        int value = *(const int *)((const char *)cfg + opt->offset);
+        if (value <= max)
+            continue;
+        opt_where(cfg, opt, where, sizeof where);
+        return sc_error_set(SC_ERR_INVALID, "%s: %d is more than %d %s", where, value, max, why);
+    }
+    return SC_OK;
+}
+
+/* Compute threads beyond the cores only take turns on them. */
+static int threads_limit(char *why, size_t size)
+{
+    snprintf(why, size, "(the cores this process may run on): more compute threads would only "
+                        "take turns on them; 0 uses every core");
+    return sc_cpu_cores();
+}
+
+enum { WORKERS_PER_CORE = 4, WORKERS_MAX = 256 };
+
+/* Loader threads wait on getitem's reads, so a few per core keep the cores
+ * busy; many more only wait for each other (and ~32,000 exhausted the
+ * machine's threads before the loader failed). */
+static int workers_limit(char *why, size_t size)
+{
+    int cores = sc_cpu_cores();
+    snprintf(why, size, "(%d per core for the %d core%s this process may run on, %d at most): "
+                        "more loader threads would only wait for each other",
+             WORKERS_PER_CORE, cores, cores == 1 ? "" : "s", WORKERS_MAX);
+    return cores < WORKERS_MAX / WORKERS_PER_CORE ? WORKERS_PER_CORE * cores : WORKERS_MAX;
+}
+
 sc_status sc_config_parse(sc_config *cfg, sc_program program, int argc, char **argv,
                           bool *exit_now)
 {
@@ -736,7 +991,9 @@ sc_status sc_config_parse(sc_config *cfg, sc_program program, int argc, char **a
     if (config)
         SC_TRY(sc_config_load_ini(cfg, program, config));
     SC_TRY(cli_apply(cfg, program, argc, argv));
-    return check_required(cfg, program);
+    SC_TRY(check_required(cfg, program));
+    SC_TRY(check_in_use(cfg, program));
+    return check_limits(cfg, program);
 }
 
 /* ---- INI files -------------------------------------------------------- */
@@ -795,22 +1052,26 @@ static sc_status ini_apply(ini_state *st, const char *section, const char *name,
     if (strcmp(section, want) != 0) {
         if (!section[0])
             return sc_error_set(SC_ERR_INVALID, "%s is outside a section; put it under [%s]",
-                                name, want);
+                                quote(name).text, want);
         return sc_error_set(SC_ERR_INVALID, "section [%s] is not read by %s, which reads [%s]",
-                            section, sc_program_name(st->program), want);
+                            quote(section).text, sc_program_name(st->program), want);
     }
     const config_option *opt;
     SC_TRY(opt_lookup(st->program, name, strlen(name), "", &opt));
     if (opt_cli_only(opt))
         return sc_error_set(SC_ERR_INVALID, "%s can only be given on the command line", name);
     int k = (int)(opt - options);
-    if (st->seen[k] && opt->type != OPT_LIST)
+    SC_TRY(args_follow_path(opt, st->seen[partner(opt, OPT_LIST) - options], ""));
+    if (st->seen[k] && opt->type != OPT_LIST && opt->type != OPT_LIST_ARGS)
         return sc_error_set(SC_ERR_INVALID, "%s is set twice (first on line %d)", name,
                             st->seen[k]);
     list_restart(opt, st->cfg, !st->seen[k]);
     st->seen[k] = st->line;
     sc_status s = opt_set(opt, st->cfg, value);
-    return s == SC_OK ? SC_OK : sc_error_wrap(s, "%s", name);
+    if (s != SC_OK)
+        return sc_error_wrap(s, "%s", name);
+    st->cfg->origin[k] = st->line;
+    return SC_OK;
 }
 
 static int ini_handle(void *user, const char *section, const char *name, const char *value)
@@ -835,24 +1096,44 @@ static int ini_parse_raised(ini_state *st)
     return rc;
 }
 
+/* Parses st->file, named st->path in messages. */
+static sc_status ini_load(ini_state *st)
+{
+    int rc = ini_parse_raised(st);
+    /* inih returns the first bad line; a syntax error may precede ours. */
+    if (rc > 0 && (!st->error_line || rc < st->error_line))
+        return sc_error_set(SC_ERR_FORMAT, "%s:%d: expected 'name = value' or '[section]'",
+                            st->path, rc);
+    if (st->error_line)
+        return st->status;
+    if (ferror(st->file) || rc < 0)
+        return sc_error_set(SC_ERR_IO, "cannot read config file %s", st->path);
+    return SC_OK;
+}
+
 sc_status sc_config_load_ini(sc_config *cfg, sc_program program, const char *path)
 {
     ini_state st = {.cfg = cfg, .program = program, .path = path};
     st.file = fopen(path, "r");
     if (!st.file)
         return sc_error_set(SC_ERR_IO, "cannot read config file %s: %s", path, strerror(errno));
-    int rc = ini_parse_raised(&st);
-    bool read_failed = ferror(st.file);
+    sc_status s = ini_load(&st);
     fclose(st.file);
-    /* inih returns the first bad line; a syntax error may precede ours. */
-    if (rc > 0 && (!st.error_line || rc < st.error_line))
-        return sc_error_set(SC_ERR_FORMAT, "%s:%d: expected 'name = value' or '[section]'",
-                            path, rc);
-    if (st.error_line)
-        return st.status;
-    if (read_failed || rc < 0)
-        return sc_error_set(SC_ERR_IO, "cannot read config file %s", path);
-    return SC_OK;
+    return s;
+}
+
+sc_status sc_config_load_ini_text(sc_config *cfg, sc_program program, const char *text,
+                                  const char *name)
+{
+    if (!text[0]) /* fmemopen refuses an empty buffer */
+        return SC_OK;
+    ini_state st = {.cfg = cfg, .program = program, .path = name};
+    st.file = fmemopen((void *)text, strlen(text), "r");
+    if (!st.file)
+        return sc_error_set(SC_ERR_NOMEM, "cannot read %s: %s", name, strerror(errno));
+    sc_status s = ini_load(&st);
+    fclose(st.file);
+    return s;
 }
 
 /* Whether `name = value` reads back as value: inih trims whitespace, cuts
@@ -875,23 +1156,32 @@ static sc_status ini_write_line(FILE *out, const char *name, const char *value)
     if (!ini_representable(name, value))
         return sc_error_set(SC_ERR_INVALID, "%s: '%s' cannot be written to an INI file "
                             "(spaces at its ends, a newline, ' ;' or too long)",
-                            name, value);
+                            name, quote(value).text);
     fprintf(out, "%s =%s%s\n", name, value[0] ? " " : "", value);
     return SC_OK;
 }
 
-/* A list is a line per path, or one empty line when it is empty. */
+/* A list is a line per path, or one empty line when it is empty, each
+ * followed by a line of its arguments (empty when it has none). */
 static sc_status ini_write_option(FILE *out, const config_option *opt, const sc_config *cfg)
 {
     char value[SC_PATH_MAX];
+    if (opt->type == OPT_LIST_ARGS) /* written with its list's paths */
+        return SC_OK;
     if (opt->type != OPT_LIST) {
         opt_format(opt, cfg, value, sizeof value);
         return ini_write_line(out, opt->name, value);
     }
     const sc_path_list *list = (const void *)((const char *)cfg + opt->offset);
-    for (int i = 0; i < list->n; i++)
+    const char *args_name = partner(opt, OPT_LIST_ARGS)->name;
+    for (int i = 0; i < list->n; i++) {
         SC_TRY(ini_write_line(out, opt->name, list->path[i]));
-    return list->n ? SC_OK : ini_write_line(out, opt->name, "");
+        SC_TRY(ini_write_line(out, args_name, list->args[i]));
+    }
+    if (list->n)
+        return SC_OK;
+    SC_TRY(ini_write_line(out, opt->name, ""));
+    return ini_write_line(out, args_name, "");
 }
 
 static sc_status ini_write_options(FILE *out, const sc_config *cfg, sc_program program)
@@ -899,7 +1189,7 @@ static sc_status ini_write_options(FILE *out, const sc_config *cfg, sc_program p
     int group = -1;
     for (int i = 0; i < N_OPTIONS; i++) {
         const config_option *opt = &options[i];
-        if (!(opt->programs & program) || opt_cli_only(opt))
+        if (!(opt->programs & program) || opt_cli_only(opt) || !opt_in_use(opt, cfg))
             continue;
         if ((int)opt->group != group)
             fprintf(out, "\n; %s\n", group_title[group = (int)opt->group]);
@@ -944,6 +1234,46 @@ sc_status sc_config_write_ini(const sc_config *cfg, sc_program program, const ch
     return st;
 }
 
+/* ---- resuming --------------------------------------------------------- */
+
+/* What changing an option of each group (other than those that may
+ * change) costs a resumed run. */
+static const char *const group_resume_loss[] = {
+    [GROUP_PLUGINS] = "the model or the data differ from those the checkpoint was trained with",
+    [GROUP_TRAINING] = "the epochs hold other batches, or validation (which picks the best "
+                       "checkpoint) sees other samples",
+    [GROUP_OPTIMIZER] = "the optimizer's updates differ from here on",
+    [GROUP_SCHEDULE] = "the learning rate differs from here on",
+    [GROUP_DEVICES] = "the batches, the sample order or the arithmetic differ, so the weights "
+                      "drift from those of the uninterrupted run",
+    [GROUP_RUN] = "the run differs", [GROUP_TENSORBOARD] = "the run differs",
+    [GROUP_EVAL] = "the run differs", [GROUP_GENERAL] = "the run differs",
+};
+
+/* Options that either side's choices leave unused (--momentum under adam)
+ * are not compared: the choice itself is. */
+int sc_config_resume_changes(const sc_config *saved, const sc_config *cfg,
+                             sc_config_change_fn fn, void *user)
+{
+    int changed = 0;
+    for (int i = 0; i < N_OPTIONS; i++) {
+        const config_option *opt = &options[i];
+        if (!(opt->programs & SC_PROGRAM_TRAIN) || opt->resume_may_change ||
+            opt_cli_only(opt) || !opt_in_use(opt, saved) || !opt_in_use(opt, cfg))
+            continue;
+        char was[SC_PATH_MAX], now[SC_PATH_MAX];
+        opt_format(opt, saved, was, sizeof was);
+        opt_format(opt, cfg, now, sizeof now);
+        if (strcmp(was, now) == 0)
+            continue;
+        changed++;
+        sc_config_change change = {opt->name, was, now, group_resume_loss[opt->group]};
+        if (fn)
+            fn(user, &change);
+    }
+    return changed;
+}
+
 /* ---- help ------------------------------------------------------------- */
 
 /* Prints text from column col, wrapped at 80 columns; continuation lines
@@ -979,6 +1309,20 @@ static const char *shown_default(const config_option *opt, sc_program program)
     return opt->def[0] ? opt->def : "none";
 }
 
+/* "adam, adamw: " into buf for an option only those choices read; its
+ * length. */
+static int condition_prefix(const opt_condition *cond, char *buf, size_t size)
+{
+    int n = 0;
+    buf[0] = '\0';
+    for (const char *c = cond->values; c && *c;) {
+        size_t len = strcspn(c, "|");
+        n += snprintf(buf + n, size - (size_t)n, "%.*s%s", (int)len, c, c[len] ? ", " : ": ");
+        c += len + (c[len] == '|');
+    }
+    return n;
+}
+
 static void print_option_help(FILE *out, const config_option *opt, sc_program program)
 {
     enum { COLUMN = 31 }; /* where the help text starts */
@@ -986,7 +1330,8 @@ static void print_option_help(FILE *out, const config_option *opt, sc_program pr
     const char *arg = opt->arg ? opt->arg : opt->choices;
     snprintf(left, sizeof left, "--%s%s%s", opt->name, arg ? " " : "", arg ? arg : "");
     const char *def = shown_default(opt, program);
-    int n = snprintf(right, sizeof right, "%s", opt->help);
+    int n = condition_prefix(&opt->used_if, right, sizeof right);
+    n += snprintf(right + n, sizeof right - (size_t)n, "%s", opt->help);
     if (opt->required & program)
         snprintf(right + n, sizeof right - (size_t)n, " (required)");
     else if (def)

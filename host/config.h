@@ -18,14 +18,23 @@
 
 enum { SC_PATH_MAX = 4096 };
 
-/* A repeatable path option (--hooks A --hooks B). */
+/* A repeatable path option (--hooks A --hooks B), each path with the
+ * arguments given after it (--hooks-args k=v,...; "" for none). */
 enum { SC_MAX_HOOK_PLUGINS = 8 };
 typedef struct sc_path_list {
     int n;
     char path[SC_MAX_HOOK_PLUGINS][SC_PATH_MAX];
+    char args[SC_MAX_HOOK_PLUGINS][1024];
 } sc_path_list;
 
 typedef enum sc_program { SC_PROGRAM_TRAIN = 1, SC_PROGRAM_TEST = 2 } sc_program;
+
+/* Room for the rows of config.c's option table (it checks that they fit). */
+enum { SC_CONFIG_MAX_OPTIONS = 96 };
+
+/* Where an option got its value (sc_config.origin): its default, the
+ * command line, or else line N > 0 of the INI file. */
+enum { SC_ORIGIN_DEFAULT = 0, SC_ORIGIN_COMMAND_LINE = -1 };
 
 typedef struct sc_config {
     char model[SC_PATH_MAX];        /* --model: model plugin .so */
@@ -33,7 +42,7 @@ typedef struct sc_config {
     char dataset_path[SC_PATH_MAX]; /* --dataset-path */
     char model_args[1024];          /* --model-args k=v,... */
     char dataset_args[1024];        /* --dataset-args k=v,... */
-    sc_path_list hooks;             /* --hooks: extra hooks plugins .so, repeatable */
+    sc_path_list hooks;             /* --hooks: extra hooks plugins .so, repeatable; --hooks-args */
     char config[SC_PATH_MAX];       /* --config: INI file read ("" none) */
     int epochs;                     /* --epochs (10) */
     int64_t batch_size;             /* --batch-size (128) */
@@ -66,6 +75,7 @@ typedef struct sc_config {
     char run_dir[SC_PATH_MAX];      /* --run-dir (runs/<model>-<time>) */
     bool resume;                    /* --resume given */
     char resume_path[SC_PATH_MAX];  /* --resume PATH ("" = run dir's last) */
+    bool resume_anyway;             /* --resume-anyway: accept changed options */
     int64_t checkpoint_every;       /* --checkpoint-every N steps (0 = per epoch only) */
     int keep_last;                  /* --keep-last (3) */
     bool tensorboard;               /* --tensorboard: RUN/tensorboard event files (true) */
@@ -74,6 +84,7 @@ typedef struct sc_config {
     int64_t max_valid_iterations;   /* --max-valid-iterations (0 = all) */
     int64_t max_test_iterations;    /* --max-test-iterations (0 = all) */
     bool validate_on_train;         /* --validate-on-train: also eval the train split */
+    bool drop_last;                 /* --drop-last: skip a short last train batch (true) */
     bool quiet;                     /* --quiet: errors and the final summary only */
     bool summary;                   /* --summary: print the model summary and exit */
     /* scorch-test */
@@ -83,12 +94,22 @@ typedef struct sc_config {
     char predictions[SC_PATH_MAX];  /* --predictions CSV path ("" = none) */
     char confusion[SC_PATH_MAX];    /* --confusion CSV path ("" = none) */
     char per_class[SC_PATH_MAX];    /* --per-class CSV path ("" = none) */
+    /* Per option, in the table's order: SC_ORIGIN_DEFAULT, _COMMAND_LINE
+     * or the INI line that set it. Read it with sc_config_user_set. */
+    int origin[SC_CONFIG_MAX_OPTIONS];
 } sc_config;
 
 void sc_config_defaults(sc_config *cfg);
 
+/* Whether the user set option `name` (as on the command line, without the
+ * dashes), on the command line or in an INI file, rather than leaving it
+ * to its default. False for a name that is no option. */
+bool sc_config_user_set(const sc_config *cfg, const char *name);
+
 /* Parses argv: starts from the defaults, reads --config's INI, then
- * applies the command line over it, then checks the required options.
+ * applies the command line over it, then checks the result: the required
+ * options, options the user set that the chosen optimizer or schedule does
+ * not use, and the machine's limits (--threads, --workers).
  * Returns SC_OK, or an error with a message; sets *exit_now (and prints to
  * stdout) for --help and --version. */
 sc_status sc_config_parse(sc_config *cfg, sc_program program, int argc, char **argv,
@@ -96,15 +117,40 @@ sc_status sc_config_parse(sc_config *cfg, sc_program program, int argc, char **a
 
 /* Applies an INI file over cfg: `name = value` lines, names as on the
  * command line without the dashes, in section [train] (scorch-train) or
- * [test] (scorch-test); flags take true or false. */
+ * [test] (scorch-test); flags take true or false. Each value is checked
+ * alone; the checks across options and against the machine are
+ * sc_config_parse's, so a configuration saved elsewhere always loads. */
 sc_status sc_config_load_ini(sc_config *cfg, sc_program program, const char *path);
 
-/* Writes every option of `program` as a loadable INI file. */
+/* The same from INI text in memory (a checkpoint's saved config); `name`
+ * stands for the file in messages. */
+sc_status sc_config_load_ini_text(sc_config *cfg, sc_program program, const char *text,
+                                  const char *name);
+
+/* Writes every option of `program` that is in use as a loadable INI file:
+ * the options of another optimizer or schedule are left out. */
 sc_status sc_config_write_ini(const sc_config *cfg, sc_program program, const char *path);
 /* The same text, in memory (caller frees); for comparing ranks' configs. */
 sc_status sc_config_ini_text(const sc_config *cfg, sc_program program, char **text);
 
 void sc_config_print_help(FILE *out, sc_program program);
+
+/* An option whose value differs between the config a checkpoint was
+ * trained with and the one resuming it. */
+typedef struct sc_config_change {
+    const char *option; /* its name, as on the command line without dashes */
+    const char *was;    /* the checkpoint's value, in INI notation */
+    const char *now;
+    const char *lost;   /* what the change costs the exact resume */
+} sc_config_change;
+typedef void (*sc_config_change_fn)(void *user, const sc_config_change *change);
+
+/* Compares the options of scorch-train that may not change on resume
+ * (those that may are marked in config.c's table; docs/cli.md lists them):
+ * calls fn (when not NULL) for each that differs, in table order, and
+ * returns how many do. */
+int sc_config_resume_changes(const sc_config *saved, const sc_config *cfg,
+                             sc_config_change_fn fn, void *user);
 
 /* scorch-test: copies from `saved` (the config stored in the checkpoint)
  * every option the checkpoint supplies — model, dataset, dataset-path and

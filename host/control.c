@@ -14,19 +14,32 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "crash.h"
 
 enum {
     QUEUE_MAX = 32,          /* requests waiting for the training thread */
     LINE_MAX_LEN = 4096,     /* of a request */
     CALL_OUT_MAX = 1 << 16,  /* of a user function's text */
-    IO_TIMEOUT_S = 5,        /* for a client to send its line or take its answer */
+    LINE_TIMEOUT_S = 5,      /* for a client to send its whole line */
+    READERS_MAX = 16,        /* clients whose line is still coming in */
+    /* A client's socket buffer holds the longest answer, so that sending
+     * it never waits for the client to read. */
+    ANSWER_BUFFER = 2 * CALL_OUT_MAX,
 };
+
+/* A connection whose request line is still coming in. The control thread
+ * reads every such client as its bytes arrive, so none holds up another. */
+typedef struct reader {
+    int fd;          /* -1: a free place */
+    size_t len;
+    double deadline; /* CLOCK_MONOTONIC seconds */
+    char line[LINE_MAX_LEN];
+} reader;
 
 struct sc_control {
     int listen_fd, dir_fd;   /* dir_fd: the run dir, when the path is long */
@@ -35,6 +48,7 @@ struct sc_control {
     pthread_t thread;
     struct sockaddr_un addr;
     const sc_user_funcs *funcs;
+    reader readers[READERS_MAX]; /* the control thread's own */
 
     pthread_mutex_t mu;      /* guards what follows */
     pthread_cond_t queued_cv;
@@ -79,7 +93,9 @@ static void send_all(int fd, const char *text, size_t len)
         ssize_t n = send(fd, text, len, MSG_NOSIGNAL);
         if (n <= 0 && errno == EINTR)
             continue;
-        if (n <= 0) /* the client left or stalled: nobody to tell */
+        /* The client left, or (a served client's socket never blocks, and
+         * holds any whole answer) it does not read: nobody to tell. */
+        if (n <= 0)
             return;
         text += n;
         len -= (size_t)n;
@@ -199,12 +215,13 @@ static void reply_status(sc_control *ctl, sc_request *r)
     sc_run_status s = ctl->status;
     int queued = ctl->n;
     pthread_mutex_unlock(&ctl->mu);
+    const char *figures = s.between_epochs ? "train_" : ""; /* whose loss and rate */
     sc_control_reply(r, true,
-                     "epoch=%d/%d phase=%s batch=%lld/%lld step=%lld lr=%.6g loss=%.6g "
-                     "samples_per_s=%.1f paused=%s queued=%d",
+                     "epoch=%d/%d phase=%s batch=%lld/%lld step=%lld lr=%.6g %sloss=%.6g "
+                     "%ssamples_per_s=%.1f paused=%s queued=%d",
                      s.epoch, s.epochs, s.phase ? s.phase : "setup", (long long)s.batch,
-                     (long long)s.batches, (long long)s.step, s.lr, s.loss, s.samples_per_s,
-                     s.paused ? "yes" : "no", queued);
+                     (long long)s.batches, (long long)s.step, s.lr, figures, s.loss, figures,
+                     s.samples_per_s, s.paused ? "yes" : "no", queued);
 }
 
 /* "NAME [k=v,...]": runs the user function here, on the control thread. */
@@ -285,54 +302,148 @@ static void dispatch(sc_control *ctl, char *line, sc_request *r)
     unknown_command(cmd, r);
 }
 
-/* Reads the request line (up to '\n' or the client's end of writing). */
-static bool read_line(int fd, char *line, size_t size)
+/* ---- the clients ---- */
+
+static double now_s(void)
 {
-    size_t len = 0;
-    while (len < size - 1) {
-        ssize_t n = recv(fd, line + len, size - 1 - len, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-        if (memchr(line + len - (size_t)n, '\n', (size_t)n))
-            break;
-    }
-    line[len] = '\0';
-    return len > 0;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static void handle(sc_control *ctl, int client)
+/* Frees rd's place; returns the request that answers its client. */
+static sc_request reader_release(reader *rd)
 {
-    struct timeval timeout = {IO_TIMEOUT_S, 0};
-    setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-    fcntl(client, F_SETFD, FD_CLOEXEC);
-    char line[LINE_MAX_LEN];
-    sc_request r = {.client = client};
-    if (read_line(client, line, sizeof line))
-        dispatch(ctl, line, &r);
+    sc_request r = {.client = rd->fd};
+    rd->fd = -1;
+    return r;
+}
+
+/* Hands the line on (dispatch answers the client or queues it for the
+ * training thread), or closes a connection that sent nothing. */
+static void reader_finish(sc_control *ctl, reader *rd)
+{
+    sc_request r = reader_release(rd);
+    rd->line[rd->len] = '\0';
+    if (rd->len > 0)
+        dispatch(ctl, rd->line, &r);
     else
-        close(client);
+        close(r.client);
 }
 
+/* Takes what the client has sent so far. The line is complete at '\n', at
+ * the client's end of writing, or when it fills the buffer. */
+static void reader_receive(sc_control *ctl, reader *rd)
+{
+    size_t room = sizeof rd->line - 1 - rd->len;
+    ssize_t n = recv(rd->fd, rd->line + rd->len, room, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (n > 0) {
+        rd->len += (size_t)n;
+        if ((size_t)n < room && !memchr(rd->line + rd->len - (size_t)n, '\n', (size_t)n))
+            return;
+    }
+    reader_finish(ctl, rd);
+}
+
+/* A place for a new client: a free one, else that of the client that came
+ * first, which is refused, so that a crowd of silent clients cannot shut
+ * the others out. */
+static reader *reader_place(sc_control *ctl)
+{
+    reader *first = &ctl->readers[0];
+    for (int i = 0; i < READERS_MAX; i++) {
+        reader *rd = &ctl->readers[i];
+        if (rd->fd < 0)
+            return rd;
+        if (rd->deadline < first->deadline)
+            first = rd;
+    }
+    sc_request r = reader_release(first);
+    sc_control_reply(&r, false, "dropped before a whole command came: %d other clients were "
+                     "sending theirs", READERS_MAX);
+    return first;
+}
+
+static void accept_client(sc_control *ctl)
+{
+    int fd = accept(ctl->listen_fd, NULL, NULL);
+    if (fd < 0) /* the client left already */
+        return;
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    int buffer = ANSWER_BUFFER;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer, sizeof buffer);
+    *reader_place(ctl) = (reader){.fd = fd, .deadline = now_s() + LINE_TIMEOUT_S};
+}
+
+/* Refuses the clients whose line is late; returns the milliseconds until
+ * the next deadline, -1 when there is none. */
+static int readers_expire(sc_control *ctl)
+{
+    double now = now_s(), next = -1;
+    for (int i = 0; i < READERS_MAX; i++) {
+        reader *rd = &ctl->readers[i];
+        if (rd->fd < 0)
+            continue;
+        if (rd->deadline <= now) {
+            sc_request r = reader_release(rd);
+            sc_control_reply(&r, false, "no whole command line came within %d s",
+                             LINE_TIMEOUT_S);
+        } else if (next < 0 || rd->deadline < next) {
+            next = rd->deadline;
+        }
+    }
+    return next < 0 ? -1 : (int)ceil((next - now) * 1000);
+}
+
+/* The sockets to poll: listening, the wake pipe, then each reader, whose
+ * index in ctl->readers goes to who[k - 2] for fds[k]. Their count. */
+static int watch_list(const sc_control *ctl, struct pollfd *fds, int *who)
+{
+    int n = 0;
+    fds[n++] = (struct pollfd){.fd = ctl->listen_fd, .events = POLLIN};
+    fds[n++] = (struct pollfd){.fd = ctl->wake[0], .events = POLLIN};
+    for (int i = 0; i < READERS_MAX; i++)
+        if (ctl->readers[i].fd >= 0) {
+            who[n - 2] = i;
+            fds[n++] = (struct pollfd){.fd = ctl->readers[i].fd, .events = POLLIN};
+        }
+    return n;
+}
+
+/* The control thread runs user functions, plugin code: it has an alternate
+ * signal stack of its own, so that a stack overflow there is still
+ * reported (crash.h). */
 static void *serve(void *arg)
 {
     sc_control *ctl = arg;
-    struct pollfd fds[2] = {{ctl->listen_fd, POLLIN, 0}, {ctl->wake[0], POLLIN, 0}};
+    sc_crash_thread_begin();
+    struct pollfd fds[2 + READERS_MAX];
+    int who[READERS_MAX];
     for (;;) {
-        if (poll(fds, 2, -1) < 0) {
+        int timeout = readers_expire(ctl);
+        int n = watch_list(ctl, fds, who);
+        if (poll(fds, (nfds_t)n, timeout) < 0) {
             if (errno == EINTR)
                 continue;
             break;
         }
         if (fds[1].revents)
             break;
-        int client = accept(ctl->listen_fd, NULL, NULL);
-        if (client >= 0)
-            handle(ctl, client);
+        for (int k = 2; k < n; k++)
+            if (fds[k].revents)
+                reader_receive(ctl, &ctl->readers[who[k - 2]]);
+        if (fds[0].revents)
+            accept_client(ctl);
     }
+    for (int i = 0; i < READERS_MAX; i++)
+        if (ctl->readers[i].fd >= 0) {
+            sc_request r = reader_release(&ctl->readers[i]);
+            sc_control_reply(&r, false, "the run ended before this was done");
+        }
+    sc_crash_thread_end();
     return NULL;
 }
 
@@ -375,10 +486,12 @@ static sc_status bind_socket(sc_control *ctl, const char *run_dir)
 static sc_status listen_on(sc_control *ctl, const char *run_dir)
 {
     SC_TRY(socket_address(run_dir, &ctl->addr, &ctl->dir_fd));
-    ctl->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* Non-blocking: accept never waits for a client that left meanwhile. */
+    ctl->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (ctl->listen_fd < 0)
         return sc_error_set(SC_ERR_IO, "cannot make a socket: %s", strerror(errno));
     SC_TRY(bind_socket(ctl, run_dir));
+    sc_crash_set_control_socket(ctl->addr.sun_path); /* a crash removes it too */
     if (listen(ctl->listen_fd, 8) != 0) {
         unlink(ctl->addr.sun_path);
         return sc_error_set(SC_ERR_IO, "cannot listen on %s/%s: %s", run_dir,
@@ -428,6 +541,8 @@ sc_status sc_control_open(const char *run_dir, const sc_user_funcs *funcs, sc_co
     if (!ctl)
         return sc_error_set(SC_ERR_NOMEM, "out of memory for the control socket");
     ctl->listen_fd = ctl->dir_fd = ctl->wake[0] = ctl->wake[1] = -1;
+    for (int i = 0; i < READERS_MAX; i++)
+        ctl->readers[i].fd = -1;
     ctl->funcs = funcs;
     sc_status st = init_sync(ctl);
     if (st != SC_OK) {
@@ -460,6 +575,7 @@ void sc_control_close(sc_control *ctl)
     sc_request r;
     while (pop(ctl, &r))
         sc_control_reply(&r, false, "the run ended before this was done");
+    sc_crash_set_control_socket(NULL);
     if (ctl->addr.sun_path[0])
         unlink(ctl->addr.sun_path);
     close_fd(&ctl->listen_fd);

@@ -7,7 +7,9 @@
  *
  *   status                  epoch=E/N phase=P batch=B/M step=S lr=X loss=X
  *                           samples_per_s=X paused=yes|no queued=Q (requests
- *                           waiting for the training thread)
+ *                           waiting for the training thread); between
+ *                           epochs phase=between_epochs, with train_loss
+ *                           and train_samples_per_s of epoch E's train phase
  *   pause, resume           hold the training thread at a batch boundary
  *   save                    write a checkpoint now
  *   validate, test          run an extra valid / test pass now
@@ -21,6 +23,12 @@
  * and queues every other command for the training thread, which takes it
  * at its next batch boundary (sc_control_take: one atomic load while the
  * queue is empty), applies it and answers it (sc_control_reply).
+ *
+ * No client holds up another: the thread reads every connection as its
+ * bytes arrive (16 at once; a 17th drops the one that came first), and
+ * one that has not sent its whole line within 5 s is answered an error.
+ * Answers never wait for their client to read them. Only a user function
+ * that takes long delays the clients that come meanwhile.
  */
 #ifndef SCORCH_HOST_CONTROL_H
 #define SCORCH_HOST_CONTROL_H
@@ -57,6 +65,9 @@ typedef struct sc_run_status {
     int64_t batch, batches, step;
     double lr, loss, samples_per_s;
     bool paused;
+    bool between_epochs; /* no pass runs (phase "between_epochs"): loss and
+                            samples_per_s are the train phase's of `epoch`,
+                            shown as train_loss and train_samples_per_s */
 } sc_run_status;
 
 typedef struct sc_control sc_control;

@@ -1,8 +1,10 @@
 /* device.c — --device's notation, the choice of GPUs, and their locks. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "device.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +71,31 @@ sc_status sc_device_parse(const char *text, sc_device_request *out)
 }
 
 /* ---- the machine ---- */
+
+int sc_cpu_cores(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? (int)online : 1;
+}
+
+/* Each op's OpenMP loop or GEMM is a parallel region that ends when its
+ * slowest thread does. On a machine busy with other work one of them is
+ * often off its core, and the region waits a scheduler slice (milliseconds)
+ * for it; a small model's step is dozens of regions of tens of
+ * microseconds, so it crawls. On 2 cores kept busy by two other processes,
+ * 2 threads trained 100x slower than 1 at 9 MFLOPs forward per batch, 22x
+ * at 13M, 8x for the shipped mlp (60M), 6x at 340M and 1.8x for the cnn
+ * (1.1G); on an idle machine the second thread gains the mlp only ~1.3x
+ * (96k -> 122k samples/s). Below half a GFLOP, a step that one core does
+ * in some 20-40 ms, one thread loses little and risks nothing; above it,
+ * the cores pay. docs/cli.md (Threads) has the table. */
+int sc_threads_for_model(double batch_flops, int cores)
+{
+    return batch_flops < SC_ONE_THREAD_FLOPS || cores < 1 ? 1 : cores;
+}
 
 void sc_gpu_inventory_probe(sc_gpu_inventory *out)
 {

@@ -56,6 +56,18 @@ typedef struct sc_device_request {
 /* Parses --device text; an error says what is wrong with it. */
 sc_status sc_device_parse(const char *text, sc_device_request *out);
 
+/* The cores this process may run on: its CPU affinity (under mpirun
+ * --bind-to core, the rank's own), else every online core. */
+int sc_cpu_cores(void);
+
+/* Below this much forward work per batch (FLOPs, as the model summary
+ * counts them), --threads 0 computes on one thread; see device.c. */
+#define SC_ONE_THREAD_FLOPS 5e8
+
+/* The compute threads --threads 0 gives a model whose forward pass of a
+ * batch takes `batch_flops`: one below SC_ONE_THREAD_FLOPS, else `cores`. */
+int sc_threads_for_model(double batch_flops, int cores);
+
 /* The GPUs this build can drive on this machine. */
 typedef struct sc_gpu_inventory {
     bool backend;                       /* the build has a GPU backend */

@@ -3,16 +3,15 @@
  * overlapped with backward, and the phase sums. The transports are behind
  * dist_comm.h; a single process never reaches one (d->ops is NULL).
  */
-#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "dist.h"
 
 #include <limits.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "device.h"
 #include "dist_comm.h"
 
 enum {
@@ -233,13 +232,12 @@ int sc_dist_threads(const sc_dist *d, int requested)
     int omp = env_int("OMP_NUM_THREADS", 0);
     if (omp > 0)
         return omp;
-    /* Bound to some cores (mpirun --bind-to core or socket): at most those;
-     * and at most this rank's share of the node. */
+    /* At most this rank's share of the node, and at most the cores it may
+     * run on (mpirun --bind-to core or socket binds it to some). */
     long online = sysconf(_SC_NPROCESSORS_ONLN);
-    int share = (int)(online / d->local_size);
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) < share)
-        share = CPU_COUNT(&set);
+    int share = (int)(online / d->local_size), cores = sc_cpu_cores();
+    if (cores < share)
+        share = cores;
     return share > 0 ? share : 1;
 }
 
@@ -864,7 +862,9 @@ void sc_dist_resume_position(const sc_dist *d, sc_train_state *saved, int64_t ba
     /* The ranks of `was` trained the first next_batch * was batches of the
      * epoch's order; this world goes on from the first step that none of
      * them reached. */
-    int64_t done = saved->next_batch * was;
+    int64_t done, whole = batches * now; /* the epoch, in this world's batches */
+    if (!sc_mul_i64(saved->next_batch, was, &done) || done > whole)
+        done = whole; /* past this world's epoch: its end, like the clamp below */
     int64_t next = (done + now - 1) / now;
     next += (d->accumulate - next % d->accumulate) % d->accumulate;
     if (next > batches)

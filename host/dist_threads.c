@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "crash.h"
 #include "dist.h"
 
 /* A bucket as the team sees it. */
@@ -322,10 +323,14 @@ static int worse_exit(int a, int b)
     return a;
 }
 
+/* A replica trains, calling plugins: it has an alternate signal stack of
+ * its own, so that a stack overflow there is still reported (crash.h). */
 static void *replica_main(void *arg)
 {
     replica *r = arg;
+    sc_crash_thread_begin();
     r->exit_code = r->body(&r->seat, r->arg);
+    sc_crash_thread_end();
     return NULL;
 }
 

@@ -1,8 +1,10 @@
 #include "evaluate.h"
 
 #include <math.h>
+#include <stdio.h>
 
 #include "run_log.h"
+#include "step_pipe.h"
 
 sc_status sc_loss_check(double value, const char *phase, int epoch, int64_t batch)
 {
@@ -21,6 +23,31 @@ sc_status sc_loss_value(const sc_tensor *loss, const char *phase, int epoch, int
     return sc_loss_check(*out, phase, epoch, batch);
 }
 
+int sc_samples_named(int64_t size)
+{
+    return size < SC_STEP_SAMPLES_NAMED ? (int)size : SC_STEP_SAMPLES_NAMED;
+}
+
+sc_status sc_name_samples(sc_status st, const int64_t *first, int n, int64_t size)
+{
+    if (st == SC_OK || n <= 0)
+        return st;
+    char message[1024], list[256] = "";
+    snprintf(message, sizeof message, "%s", sc_error_message());
+    size_t used = 0;
+    for (int k = 0; k < n && used < sizeof list; k++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%lld", k ? ", " : "",
+                                 (long long)first[k]);
+    if (n < size && used < sizeof list)
+        snprintf(list + used, sizeof list - used, ", ... (%lld in all)", (long long)size);
+    return sc_error_set(st, "%s; the batch's samples: %s", message, list);
+}
+
+sc_status sc_name_batch(sc_status st, const sc_batch *b)
+{
+    return sc_name_samples(st, b->samples, sc_samples_named(b->size), b->size);
+}
+
 static sc_status eval_batch(sc_session *s, const sc_batch *b, int epoch, const char *phase,
                             sc_metrics *metrics, sc_eval_sums *sums,
                             sc_eval_batch_fn on_batch, void *user)
@@ -30,7 +57,7 @@ static sc_status eval_batch(sc_session *s, const sc_batch *b, int epoch, const c
     double value;
     SC_TRY(sc_session_forward(s, &b->inputs, &outputs));
     SC_TRY(sc_session_criterion(s, &outputs, &b->targets, &loss));
-    SC_TRY(sc_loss_value(loss, phase, epoch, b->index, &value));
+    SC_TRY(sc_name_batch(sc_loss_value(loss, phase, epoch, b->index, &value), b));
     sc_tensor_list on_host;
     SC_TRY(sc_session_to_host(s, &outputs, &on_host));
     SC_TRY(sc_session_metrics(s, &on_host, &b->targets, metrics));

@@ -32,4 +32,14 @@ sc_status sc_loss_value(const sc_tensor *loss, const char *phase, int epoch, int
 /* The same error for a loss value already read. */
 sc_status sc_loss_check(double value, const char *phase, int epoch, int64_t batch);
 
+/* How many of a batch of `size` samples a message names: the first 8. */
+int sc_samples_named(int64_t size);
+/* Adds to the message of a batch that failed (st not SC_OK) the dataset
+ * indices of its samples, `first` holding n of its `size`, so that the
+ * user can find the bad data: "...; the batch's samples: 17, 4, 99, ...
+ * (64 in all)". Returns st. */
+sc_status sc_name_samples(sc_status st, const int64_t *first, int n, int64_t size);
+/* sc_name_samples with batch b's first sc_samples_named indices. */
+sc_status sc_name_batch(sc_status st, const sc_batch *b);
+
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "crash.h"
 #include "plugin_loader.h"
 
 const char *const sc_hook_points[] = {
@@ -21,8 +22,9 @@ _Static_assert(sizeof sc_hook_points / sizeof sc_hook_points[0] == N_POINTS + 1,
                "N_POINTS counts sc_hook_points");
 
 typedef struct hook_entry {
-    sc_hook hook;       /* name and point point into the plugin */
-    const char *plugin; /* owned by the set */
+    sc_hook hook;        /* name and point point into the plugin */
+    const char *plugin;  /* owned by the set */
+    const sc_args *args; /* the plugin's (ctx->args) */
 } hook_entry;
 
 typedef struct point_hooks {
@@ -204,7 +206,8 @@ static sc_status reserve(sc_hook_set *set, int n)
     return SC_OK;
 }
 
-static sc_status append_table(sc_hook_set *set, const sc_hook_table *table, const char *plugin)
+static sc_status append_table(sc_hook_set *set, const sc_hook_table *table, const char *plugin,
+                              const sc_args *args)
 {
     SC_TRY(reserve(set, table->n_hooks));
     char *name = strdup(plugin);
@@ -212,7 +215,7 @@ static sc_status append_table(sc_hook_set *set, const sc_hook_table *table, cons
         return sc_error_set(SC_ERR_NOMEM, "out of memory for hooks");
     int first = set->n;
     for (int i = 0; i < table->n_hooks; i++)
-        set->all[set->n++] = (hook_entry){table->hooks[i], name};
+        set->all[set->n++] = (hook_entry){table->hooks[i], name, args};
     sc_status st = rebuild_points(set);
     if (st != SC_OK) {
         set->n = first;
@@ -223,11 +226,12 @@ static sc_status append_table(sc_hook_set *set, const sc_hook_table *table, cons
     return SC_OK;
 }
 
-sc_status sc_hook_set_add(sc_hook_set *set, const sc_hook_table *table, const char *plugin)
+sc_status sc_hook_set_add(sc_hook_set *set, const sc_hook_table *table, const char *plugin,
+                          const sc_args *args)
 {
     sc_status st = check_table(set, table);
     if (st == SC_OK)
-        st = append_table(set, table, plugin);
+        st = append_table(set, table, plugin, args);
     return st == SC_OK ? SC_OK : sc_error_wrap(st, "%s", plugin);
 }
 
@@ -244,12 +248,17 @@ static sc_status run_point(sc_hook_set *set, const char *point, const sc_hook_co
         const hook_entry *e = &ph->hooks[i];
         sc_hook_context own = *ctx;
         own.hook = e->hook.name;
+        own.args = e->args;
         if (blobs)
             own.blob = sc_hook_blobs_get(blobs, e->hook.name, &own.blob_size);
         /* A hook that fails without a message must not inherit an old one. */
         sc_error_clear();
         set->running = e;
+        sc_plugin_call call = {.plugin = e->plugin, .function = "hook", .name = e->hook.name,
+                               .point = point};
+        const sc_plugin_call *outer = sc_plugin_call_enter(&call);
         sc_status st = e->hook.fn(&own, actions);
+        sc_plugin_call_leave(outer);
         set->running = NULL;
         if (st != SC_OK)
             return sc_error_wrap(st, "hook '%s' of %s at %s", e->hook.name, e->plugin, point);

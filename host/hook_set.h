@@ -28,9 +28,11 @@ enum { SC_HOOK_NAME_MAX = 128 };
 sc_status sc_hook_set_new(sc_hook_set **out);
 void sc_hook_set_free(sc_hook_set *set);
 
-/* Validates and adds every hook of table; `plugin` names its file. On an
+/* Validates and adds every hook of table; `plugin` names its file, and
+ * its hooks see `args` as ctx->args (which must outlive the set). On an
  * error nothing of the table is added. */
-sc_status sc_hook_set_add(sc_hook_set *set, const sc_hook_table *table, const char *plugin);
+sc_status sc_hook_set_add(sc_hook_set *set, const sc_hook_table *table, const char *plugin,
+                          const sc_args *args);
 
 int sc_hook_set_count(const sc_hook_set *set);
 /* Whether some hook runs at point ("after_backward"). */

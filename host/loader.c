@@ -13,6 +13,7 @@
  */
 #include "loader.h"
 
+#include "crash.h"
 #include "scorch/device.h"
 
 #include <pthread.h>
@@ -43,6 +44,7 @@ enum { SC_LOADER_MESSAGE_MAX = 1024 };
 
 struct sc_loader {
     const sc_dataset_plugin *plugin;
+    const char *plugin_file; /* for messages and crash reports */
     void *dataset;
     sc_split split;
     sc_loader_config config;
@@ -122,8 +124,8 @@ static sc_status sc_loader_alloc_list(const sc_tensor_spec *specs, int n, int64_
         list->t[k] = pinned ? sc_tensor_alloc_pinned(specs[k].dtype, specs[k].ndim + 1, shape)
                             : sc_tensor_alloc(specs[k].dtype, specs[k].ndim + 1, shape);
         if (!list->t[k])
-            return sc_error_wrap(SC_ERR_NOMEM, "loader: batch tensor of %lld samples",
-                                 (long long)batch_size);
+            return sc_error_wrap(sc_error_code(), "--batch-size %lld: the loader's batch "
+                                 "buffers", (long long)batch_size);
     }
     return SC_OK;
 }
@@ -176,13 +178,18 @@ static sc_status sc_loader_alloc(sc_loader *loader)
 
 static void *sc_loader_worker(void *arg);
 
+/* A failure names the option that asks for the threads: the system's limit
+ * (memory for their stacks, ulimit -u, a container's pids.max) is below the
+ * --workers bound, which knows only the cores. */
 static sc_status sc_loader_start_threads(sc_loader *loader)
 {
-    for (int w = 0; w < loader->config.workers; w++) {
+    int workers = loader->config.workers;
+    for (int w = 0; w < workers; w++) {
         int err = pthread_create(&loader->threads[w], NULL, sc_loader_worker, loader);
         if (err)
-            return sc_error_set(SC_ERR_NOMEM, "loader: cannot start worker %d: %s", w,
-                                strerror(err));
+            return sc_error_set(SC_ERR_NOMEM, "--workers %d: cannot start data-loader thread "
+                                "%d: %s (%d started; lower --workers)", workers, w + 1,
+                                strerror(err), w);
         loader->n_threads++;
     }
     return SC_OK;
@@ -194,20 +201,24 @@ static sc_status sc_loader_init(sc_loader *loader)
 {
     const sc_dataset_plugin *plugin = loader->plugin;
     const sc_loader_config *c = &loader->config;
-    loader->len = plugin->dataset_len(loader->dataset);
+    SC_PLUGIN_CALL(loader->plugin_file, "dataset_len",
+                   loader->len = plugin->dataset_len(loader->dataset));
     if (loader->len < 0)
         return sc_error_set(SC_ERR_PLUGIN, "dataset %s: %s split has negative length %lld",
                             plugin->name, sc_split_name(loader->split), (long long)loader->len);
-    plugin->dataset_spec(loader->dataset, &loader->spec);
+    SC_PLUGIN_CALL(loader->plugin_file, "dataset_spec",
+                   plugin->dataset_spec(loader->dataset, &loader->spec));
     SC_TRY(sc_loader_side_check(loader->spec.inputs, loader->spec.n_inputs, "inputs",
                                 plugin->name));
     SC_TRY(sc_loader_side_check(loader->spec.targets, loader->spec.n_targets, "targets",
                                 plugin->name));
     loader->n_samples = sc_loader_rank_samples(loader->len, c);
-    loader->n_batches = (loader->n_samples + c->batch_size - 1) / c->batch_size;
+    /* Rounded up without n + b - 1, which --batch-size near 2^63 overflows. */
+    loader->n_batches =
+        loader->n_samples / c->batch_size + (loader->n_samples % c->batch_size != 0);
     /* About two claims per worker per batch: balanced, yet few lock trips. */
     int64_t pieces = 2 * (int64_t)(c->workers ? c->workers : 1);
-    loader->chunk = (c->batch_size + pieces - 1) / pieces;
+    loader->chunk = c->batch_size / pieces + (c->batch_size % pieces != 0);
     SC_TRY(sc_loader_alloc(loader));
     return sc_loader_start_threads(loader);
 }
@@ -226,6 +237,7 @@ sc_status sc_loader_new(const sc_dataset_plugin *plugin, void *dataset, sc_split
     pthread_cond_init(&loader->work_cv, NULL);
     pthread_cond_init(&loader->done_cv, NULL);
     loader->plugin = plugin;
+    loader->plugin_file = config->plugin_file ? config->plugin_file : plugin->name;
     loader->dataset = dataset;
     loader->split = split;
     loader->config = *config;
@@ -348,9 +360,10 @@ static void sc_loader_rows(const sc_tensor_list *batch, int64_t j, sc_tensor *ro
     }
 }
 
-/* Calls getitem for each row of the chunk, stopping at the first failure
- * (its row in *failed_j). Thread rule: mu NOT held; the chunk's rows are
- * this thread's alone. */
+/* Calls getitem for each row of the chunk, under one plugin-call marker
+ * that names each sample, stopping at the first failure: its row in
+ * *failed_j, the message naming the plugin file and the sample. Thread
+ * rule: mu NOT held; the chunk's rows are this thread's alone. */
 static sc_status sc_loader_fill(const sc_loader *loader, const sc_chunk *chunk,
                                 int64_t *failed_j)
 {
@@ -361,20 +374,28 @@ static sc_status sc_loader_fill(const sc_loader *loader, const sc_chunk *chunk,
      * wait means the GPU failed, which the step reports. */
     if (b->uploaded)
         sc_fence_wait(b->uploaded);
+    sc_plugin_call call = {.plugin = loader->plugin_file, .function = "dataset_getitem",
+                           .split = sc_split_name(loader->split)};
+    const sc_plugin_call *outer = sc_plugin_call_enter(&call);
+    sc_status status = SC_OK;
     for (int64_t j = chunk->begin; j < chunk->end; j++) {
         int64_t i = b->samples[j];
         sc_rng rng;
         sc_rng_init(&rng, loader->config.seed, sc_rng_mix(loader->epoch, (uint64_t)i));
         sc_loader_rows(&b->inputs, j, in_rows, &inputs);
         sc_loader_rows(&b->targets, j, tgt_rows, &targets);
-        sc_status status = loader->plugin->dataset_getitem(loader->dataset, i, &rng, &inputs,
-                                                           &targets);
+        call.sample = i;
+        status = loader->plugin->dataset_getitem(loader->dataset, i, &rng, &inputs, &targets);
         if (status != SC_OK) {
             *failed_j = j;
-            return status;
+            break;
         }
     }
-    return SC_OK;
+    sc_plugin_call_leave(outer);
+    if (status == SC_OK)
+        return SC_OK;
+    sc_error_wrap(status, "%s sample %lld", call.split, (long long)call.sample);
+    return sc_plugin_failed(status, call.plugin, call.function);
 }
 
 /* Counts a filled chunk; keeps the first failure in batch order, with its
@@ -387,12 +408,9 @@ static void sc_loader_complete(sc_loader *loader, const sc_chunk *chunk, sc_stat
     int64_t b = slot->batch.index;
     if (status != SC_OK &&
         (b < loader->fail_batch || (b == loader->fail_batch && failed_j < loader->fail_j))) {
-        const char *why = sc_error_message();
         loader->fail_batch = b;
         loader->fail_j = failed_j;
-        snprintf(loader->fail_message, sizeof loader->fail_message,
-                 "dataset_getitem failed on %s sample %lld: %s", sc_split_name(loader->split),
-                 (long long)slot->batch.samples[failed_j], why[0] ? why : sc_status_name(status));
+        snprintf(loader->fail_message, sizeof loader->fail_message, "%s", sc_error_message());
     }
     slot->remaining -= chunk->end - chunk->begin;
     if (slot->remaining == 0)
@@ -418,15 +436,19 @@ static bool sc_loader_work(sc_loader *loader)
     return true;
 }
 
-/* Thread rule: a worker thread, until quit. */
+/* Thread rule: a worker thread, until quit. It has an alternate signal
+ * stack of its own, so that a getitem that overflows its stack is still
+ * reported (crash.h). */
 static void *sc_loader_worker(void *arg)
 {
     sc_loader *loader = arg;
+    sc_crash_thread_begin();
     pthread_mutex_lock(&loader->mu);
     while (!loader->quit)
         if (!sc_loader_work(loader))
             pthread_cond_wait(&loader->work_cv, &loader->mu);
     pthread_mutex_unlock(&loader->mu);
+    sc_crash_thread_end();
     return NULL;
 }
 

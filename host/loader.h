@@ -46,6 +46,7 @@
 #define SC_LOADER_SAMPLER_STREAM 0x8000000000005a4dULL
 
 typedef struct sc_loader_config {
+    const char *plugin_file; /* the dataset plugin's file, for messages; NULL: its name */
     int64_t batch_size; /* per rank */
     int workers;        /* 0: getitem on the consumer thread */
     int prefetch;       /* batches prepared ahead (>= 1) */
@@ -95,12 +96,13 @@ const sc_sample_spec *sc_loader_spec(const sc_loader *loader);
 sc_status sc_loader_start_epoch(sc_loader *loader, int epoch, int64_t first_batch);
 
 /* The next batch in order, waiting for it if needed; *out = NULL after the
- * last one. A failed getitem is SC_ERR_PLUGIN, "dataset_getitem failed on
- * <split> sample <i>: <plugin's message>", returned when the consumer
- * reaches that batch (the batches before it come out normally; within it,
- * the lowest failing row is named) and again on every later call until the
- * epoch is stopped or restarted. SC_ERR_STATE when no epoch is started, or
- * when the consumer already holds prefetch + 1 batches.
+ * last one. A failed getitem is SC_ERR_PLUGIN, "<plugin file>:
+ * dataset_getitem: <split> sample <i>: <plugin's message>", returned when
+ * the consumer reaches that batch (the batches before it come out
+ * normally; within it, the lowest failing row is named) and again on every
+ * later call until the epoch is stopped or restarted. SC_ERR_STATE when
+ * no epoch is started, or when the consumer already holds prefetch + 1
+ * batches.
  * The batch stays valid until sc_loader_release(), or until the epoch is
  * stopped or restarted, which voids every batch still held (do not release
  * those). */

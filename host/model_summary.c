@@ -94,11 +94,18 @@ static int name_width(const sc_layer_info *rows, int count)
     return w;
 }
 
+static double total_flops(const sc_layer_info *rows, int count)
+{
+    double total = 0;
+    for (int i = 0; i < count; i++)
+        total += rows[i].flops;
+    return total;
+}
+
 static void print_table(const sc_session *s, const sc_layer_info *rows, int count, FILE *out)
 {
     char shape[96], params[32], flops[32], trainable[32];
     int w = name_width(rows, count);
-    double total_flops = 0;
     fprintf(out, "%-*s  %-16s %-18s %12s %9s\n", w, "layer", "op", "output", "params",
             "FLOPs");
     for (int i = 0; i < count; i++) {
@@ -106,13 +113,12 @@ static void print_table(const sc_session *s, const sc_layer_info *rows, int coun
         fprintf(out, "%-*s  %-16s %-18s %12s %9s\n", w, r->name, r->op,
                 sample_shape(r, shape, sizeof shape), with_commas(r->params, params, sizeof params),
                 si(r->flops, flops, sizeof flops));
-        total_flops += r->flops;
     }
     int64_t numel = sc_params_numel(s->params), trained = sc_params_trainable_numel(s->params);
     fprintf(out, "total: %s parameters and buffers, %s trainable; %s FLOPs forward per sample\n",
             with_commas(numel, params, sizeof params),
             with_commas(trained, trainable, sizeof trainable),
-            si(total_flops, flops, sizeof flops));
+            si(total_flops(rows, count), flops, sizeof flops));
 }
 
 sc_status sc_model_summary_print(sc_session *s, FILE *out)
@@ -122,6 +128,16 @@ sc_status sc_model_summary_print(sc_session *s, FILE *out)
     sc_status st = trace(s, &rows, &count);
     if (st == SC_OK)
         print_table(s, rows, count, out);
+    free(rows);
+    return st;
+}
+
+sc_status sc_model_summary_flops(sc_session *s, double *flops)
+{
+    sc_layer_info *rows = NULL;
+    int count = 0;
+    sc_status st = trace(s, &rows, &count);
+    *flops = st == SC_OK ? total_flops(rows, count) : 0;
     free(rows);
     return st;
 }

@@ -19,6 +19,9 @@
  * left as they were. FLOPs are per sample. */
 sc_status sc_model_summary_print(sc_session *s, FILE *out);
 
+/* The table's total: the forward FLOPs of one sample, from the same pass. */
+sc_status sc_model_summary_flops(sc_session *s, double *flops);
+
 /* scorch-train --summary: opens the session cfg describes, prints its
  * summary to stdout and closes it; no run directory is made. */
 sc_status sc_model_summary_run(const sc_config *cfg);

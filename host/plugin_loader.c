@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h"
+#include "crash.h"
 #include "device.h"
 
 /* The end of a struct's last v1.0 field: the least abi.size a v1.x plugin
@@ -142,15 +144,18 @@ static sc_status lib_dlopen(const char *path, sc_plugin_lib *lib)
      * directory; a user who writes "mlp.so" means the file here. */
     size_t len = strlen(path);
     char *local = malloc(len + 3);
-    if (!local)
+    lib->path = strdup(path); /* first: dlclose names it, should the load fail after */
+    if (!local || !lib->path) {
+        free(local);
         return sc_error_set(SC_ERR_NOMEM, "out of memory");
+    }
     snprintf(local, len + 3, "%s%s", strchr(path, '/') ? "" : "./", path);
-    lib->handle = dlopen(local, RTLD_NOW | RTLD_LOCAL);
+    /* The plugin's constructors run in dlopen: a crash there names it. */
+    SC_PLUGIN_CALL(path, "dlopen (the plugin's constructors)",
+                   lib->handle = dlopen(local, RTLD_NOW | RTLD_LOCAL));
     free(local);
     if (!lib->handle)
         return sc_error_set(SC_ERR_PLUGIN, "cannot load: %s", dlerror());
-    if (!(lib->path = strdup(path)))
-        return sc_error_set(SC_ERR_NOMEM, "out of memory");
     lib->hooks = lib_symbol(lib, "scorch_hooks");
     lib->user_funcs = lib_symbol(lib, "scorch_user_funcs");
     return SC_OK;
@@ -199,20 +204,79 @@ sc_status sc_dataset_lib_open(const char *path, sc_dataset_lib *out)
     return SC_OK;
 }
 
-sc_status sc_hooks_lib_open(const char *path, sc_plugin_lib *out)
+/* The keys a hooks plugin takes (scorch_hook_arg_keys, ABI 1.2), NULL for
+ * none. */
+static sc_status arg_keys(const sc_plugin_lib *lib, const char *const **keys)
+{
+    const sc_hook_arg_keys *declared = lib_symbol(lib, "scorch_hook_arg_keys");
+    *keys = NULL;
+    if (!declared)
+        return SC_OK;
+    /* SIZE_V1_0 gives the struct's first size, 1.2's here. */
+    SC_TRY(sc_abi_check(&declared->abi, "scorch_hook_arg_keys",
+                        SIZE_V1_0(sc_hook_arg_keys, keys)));
+    *keys = declared->keys;
+    return SC_OK;
+}
+
+static bool listed(const char *const *keys, const char *key)
+{
+    for (; keys && *keys; keys++)
+        if (strcmp(*keys, key) == 0)
+            return true;
+    return false;
+}
+
+/* The refusal of `key`: the nearest listed key, and the list. */
+static sc_status unknown_arg(const char *key, const char *const *keys)
+{
+    if (!keys || !keys[0])
+        return sc_error_set(SC_ERR_INVALID, "--hooks-args: unknown key '%s': the plugin takes "
+                            "no arguments (it exports no scorch_hook_arg_keys)", key);
+    char list[512] = "";
+    size_t used = 0;
+    int n = 0;
+    for (; keys[n]; n++)
+        if (used < sizeof list)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", n ? ", " : "",
+                                     keys[n]);
+    const char *near = sc_name_suggest(key, keys, n);
+    if (near)
+        return sc_error_set(SC_ERR_INVALID, "--hooks-args: unknown key '%s' (did you mean "
+                            "'%s'? the plugin takes %s)", key, near, list);
+    return sc_error_set(SC_ERR_INVALID, "--hooks-args: unknown key '%s' (the plugin takes %s)",
+                        key, list);
+}
+
+/* Parses the --hooks-args into lib->args and refuses keys it does not take. */
+static sc_status take_args(sc_plugin_lib *lib, const char *text)
+{
+    const char *const *keys;
+    SC_TRY(sc_args_parse(text, "hooks arg", &lib->args));
+    SC_TRY(arg_keys(lib, &keys));
+    for (int i = 0; i < sc_args_count(lib->args); i++)
+        if (!listed(keys, sc_args_key(lib->args, i)))
+            return unknown_arg(sc_args_key(lib->args, i), keys);
+    return SC_OK;
+}
+
+sc_status sc_hooks_lib_open(const char *path, const char *args, sc_plugin_lib *out)
 {
     /* The tables themselves are checked when they join the run's sets. */
     *out = (sc_plugin_lib){0};
     sc_status st = lib_dlopen(path, out);
     if (st == SC_OK && !out->hooks && !out->user_funcs)
         st = missing_symbol(out, "scorch_hooks");
+    if (st == SC_OK)
+        st = take_args(out, args);
     return st == SC_OK ? SC_OK : refuse(out, st, path);
 }
 
 void sc_plugin_lib_close(sc_plugin_lib *lib)
 {
-    if (lib->handle)
-        dlclose(lib->handle);
+    if (lib->handle) /* its destructors run in dlclose */
+        SC_PLUGIN_CALL(lib->path, "dlclose (the plugin's destructors)", dlclose(lib->handle));
     free(lib->path);
+    sc_args_free(lib->args);
     *lib = (sc_plugin_lib){0};
 }

@@ -22,6 +22,7 @@ typedef struct sc_plugin_lib {
     char *path;                      /* as given */
     const sc_hook_table *hooks;      /* its scorch_hooks, or NULL */
     const sc_user_func_table *user_funcs; /* its scorch_user_funcs, or NULL */
+    sc_args *args;                   /* a --hooks plugin's --hooks-args; else NULL */
 } sc_plugin_lib;
 
 typedef struct sc_model_lib {
@@ -38,8 +39,11 @@ typedef struct sc_dataset_lib {
  * A model's preferred_device must be --device notation (device.h). */
 sc_status sc_model_lib_open(const char *path, sc_model_lib *out);
 sc_status sc_dataset_lib_open(const char *path, sc_dataset_lib *out);
-/* A plugin that provides scorch_hooks, scorch_user_funcs or both (--hooks). */
-sc_status sc_hooks_lib_open(const char *path, sc_plugin_lib *out);
+/* A plugin that provides scorch_hooks, scorch_user_funcs or both (--hooks),
+ * with its arguments (--hooks-args; NULL or "" for none): each key must be
+ * one its scorch_hook_arg_keys lists (ABI 1.2), else the refusal names the
+ * key and the nearest listed one. */
+sc_status sc_hooks_lib_open(const char *path, const char *args, sc_plugin_lib *out);
 
 /* The model's preferred_device (ABI 1.1), or NULL when it names none or
  * was built for 1.0. */

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crash.h"
+
 enum { TOPK_MAX = 100, LABEL_MAX = 64 };
 
 /* A CSV field, quoted (RFC 4180) when it holds a comma, quote or newline. */
@@ -23,10 +25,16 @@ static void csv_field(FILE *f, const char *s)
     fputc('"', f);
 }
 
+static bool names_classes(const sc_predictions *p) { return p->data->api->class_name != NULL; }
+
 /* The dataset's name for class c, or NULL. */
 static const char *class_name(const sc_predictions *p, int64_t c)
 {
-    return p->data->class_name ? p->data->class_name(p->index, c) : NULL;
+    const char *name = NULL;
+    if (names_classes(p))
+        SC_PLUGIN_CALL(p->data->lib.path, "class_name",
+                       name = p->data->api->class_name(p->index, c));
+    return name;
 }
 
 /* The dataset's name for class c, or its index as text. */
@@ -40,7 +48,7 @@ static const char *class_label(const sc_predictions *p, int64_t c, char *buf, si
 }
 
 sc_status sc_predictions_open(sc_predictions *p, const char *csv_path, int topk,
-                              const sc_dataset_plugin *data, void *index)
+                              const sc_dataset_lib *data, void *index)
 {
     memset(p, 0, sizeof *p);
     if (topk < 1 || topk > TOPK_MAX)
@@ -55,7 +63,7 @@ sc_status sc_predictions_open(sc_predictions *p, const char *csv_path, int topk,
     fputs("sample,target,correct", p->csv);
     for (int k = 1; k <= topk; k++) {
         fprintf(p->csv, ",pred_%d,score_%d", k, k);
-        if (data->class_name)
+        if (names_classes(p))
             fprintf(p->csv, ",name_%d", k);
     }
     fputc('\n', p->csv);
@@ -100,7 +108,7 @@ static void write_row(sc_predictions *p, int64_t sample, int64_t target, const i
     fprintf(p->csv, "%lld,%lld,%d", (long long)sample, (long long)target, top[0] == target);
     for (int i = 0; i < k; i++) {
         fprintf(p->csv, ",%lld,%.6f", (long long)top[i], probs[top[i]]);
-        if (p->data->class_name) {
+        if (names_classes(p)) {
             const char *name = class_name(p, top[i]);
             fputc(',', p->csv);
             csv_field(p->csv, name ? name : "");
@@ -235,7 +243,7 @@ sc_status sc_predictions_write_per_class(const sc_predictions *p, const char *pa
 {
     FILE *f;
     SC_TRY(open_report(p, path, &f));
-    bool named = p->data->class_name != NULL;
+    bool named = names_classes(p);
     fputs(named ? "class,name,samples,correct,accuracy\n" : "class,samples,correct,accuracy\n",
           f);
     for (int64_t t = 0; t < p->classes; t++) {

@@ -27,11 +27,12 @@
 #include <stdio.h>
 
 #include "loader.h"
+#include "plugin_loader.h"
 
 typedef struct sc_predictions {
     FILE *csv; /* per-sample rows; NULL when not asked for */
     int topk;
-    const sc_dataset_plugin *data; /* for class_name, which may be NULL */
+    const sc_dataset_lib *data; /* for class_name, which may be NULL, and its file */
     void *index;
     int64_t classes;    /* C, from the first batch; 0 before it */
     int64_t *confusion; /* [C, C]: row = true class, column = top-1 class */
@@ -39,9 +40,10 @@ typedef struct sc_predictions {
     int64_t correct; /* rows whose target is pred_1 */
 } sc_predictions;
 
-/* csv_path "" keeps the counts without writing per-sample rows. */
+/* csv_path "" keeps the counts without writing per-sample rows. data and
+ * index must outlive p. */
 sc_status sc_predictions_open(sc_predictions *p, const char *csv_path, int topk,
-                              const sc_dataset_plugin *data, void *index);
+                              const sc_dataset_lib *data, void *index);
 
 /* Counts a batch and appends its rows (an sc_eval_batch_fn). */
 sc_status sc_predictions_add(void *p, const sc_batch *batch, const sc_tensor_list *outputs);

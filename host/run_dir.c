@@ -10,6 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "crash.h"
+#include "jsonl.h"
+
 static const char CKPT_PREFIX[] = "epoch-";
 static const char CKPT_SUFFIX[] = ".ckpt";
 
@@ -129,6 +132,18 @@ static sc_status copy_file(const char *from, const char *to)
     return SC_OK;
 }
 
+/* fsync of a folder, so that a rename in it survives a power cut. A
+ * filesystem that cannot sync folders (EINVAL) is taken at its word. */
+static sc_status sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int err = fd < 0 || (fsync(fd) != 0 && errno != EINVAL) ? errno : 0;
+    if (fd >= 0)
+        close(fd);
+    return err ? sc_error_set(SC_ERR_IO, "cannot sync folder %s: %s", dir, strerror(err))
+               : SC_OK;
+}
+
 sc_status sc_run_dir_publish(const sc_run_dir *rd, const char *ckpt, const char *alias)
 {
     char dst[SC_PATH_MAX], tmp[SC_PATH_MAX + 8];
@@ -140,6 +155,12 @@ sc_status sc_run_dir_publish(const sc_run_dir *rd, const char *ckpt, const char 
     if (rename(tmp, dst) != 0)
         return sc_error_set(SC_ERR_IO, "cannot rename %s to %s: %s", tmp, dst,
                             strerror(errno));
+    /* The checkpoint's own rename was synced; the alias's must be too, or
+     * a power cut could bring back an older last.ckpt after later records
+     * of metrics.jsonl reached the disk. */
+    SC_TRY(sync_dir(rd->checkpoints));
+    if (strcmp(alias, "last") == 0) /* what a crash report offers to resume from */
+        sc_crash_set_checkpoint(dst, true);
     return SC_OK;
 }
 
@@ -196,14 +217,79 @@ sc_status sc_run_dir_prune(const sc_run_dir *rd, int keep)
     return st;
 }
 
-/* The "epoch" field of a metrics.jsonl record, or -1. */
-static int record_epoch(const char *line)
+/* ---- metrics.jsonl on resume ---- */
+
+/* A whole record's phase ("" for a hook's scalar) and step; false for a
+ * line that is not one of ours. */
+static bool record_position(const char *line, char *phase, size_t size, double *step)
 {
-    const char *p = strstr(line, "\"epoch\":");
-    return p ? atoi(p + 8) : -1;
+    sc_json_record rec;
+    if (sc_json_record_parse(line, &rec) != SC_OK)
+        return false;
+    const sc_json_field *p = sc_json_record_get(&rec, "phase");
+    const sc_json_field *s = sc_json_record_get(&rec, "step");
+    bool ours = s && s->type == SC_JSON_NUMBER && (!p || p->type == SC_JSON_STRING);
+    if (ours) {
+        snprintf(phase, size, "%s", p ? p->string : "");
+        *step = s->number;
+    }
+    sc_json_record_free(&rec);
+    return ours;
 }
 
-sc_status sc_run_dir_trim_metrics(const sc_run_dir *rd, int epoch)
+bool sc_run_dir_has_record(const sc_run_dir *rd, const char *phase, int64_t step)
+{
+    char path[SC_PATH_MAX];
+    sc_run_dir_file(rd, "metrics.jsonl", path, sizeof path);
+    FILE *in = fopen(path, "r");
+    if (!in)
+        return false;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    bool found = false;
+    while (!found && (n = getline(&line, &cap, in)) > 0)
+        if (line[n - 1] == '\n') { /* a whole record */
+            line[n - 1] = '\0';
+            char at_phase[64];
+            double at;
+            found = record_position(line, at_phase, sizeof at_phase, &at) &&
+                    strcmp(at_phase, phase) == 0 && at == (double)step;
+        }
+    free(line);
+    fclose(in);
+    return found;
+}
+
+/* Whether a line of metrics.jsonl stays: a whole record (a line cut short
+ * by a kill is dropped, else the next record would be glued to it) of a
+ * step the checkpoint holds. A line that does not parse is kept: it is not
+ * ours to drop. */
+static bool record_kept(char *line, ssize_t n, int64_t step)
+{
+    if (line[n - 1] != '\n')
+        return false;
+    line[n - 1] = '\0';
+    char phase[64];
+    double at;
+    bool kept = !record_position(line, phase, sizeof phase, &at) || at <= (double)step;
+    line[n - 1] = '\n';
+    return kept;
+}
+
+static sc_status copy_kept(FILE *in, FILE *out, int64_t step)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, in)) > 0)
+        if (record_kept(line, n, step))
+            fwrite(line, 1, (size_t)n, out);
+    free(line);
+    return ferror(in) ? SC_ERR_IO : SC_OK;
+}
+
+sc_status sc_run_dir_trim_metrics(const sc_run_dir *rd, int64_t step)
 {
     char path[SC_PATH_MAX], tmp[SC_PATH_MAX + 8];
     sc_run_dir_file(rd, "metrics.jsonl", path, sizeof path);
@@ -216,14 +302,15 @@ sc_status sc_run_dir_trim_metrics(const sc_run_dir *rd, int epoch)
         fclose(in);
         return sc_error_set(SC_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
     }
-    char *line = NULL;
-    size_t cap = 0;
-    while (getline(&line, &cap, in) > 0)
-        if (record_epoch(line) < epoch)
-            fputs(line, out);
-    free(line);
+    sc_status st = copy_kept(in, out, step);
     fclose(in);
-    if (fclose(out) != 0 || rename(tmp, path) != 0)
-        return sc_error_set(SC_ERR_IO, "cannot rewrite %s: %s", path, strerror(errno));
-    return SC_OK;
+    /* The old file goes only once the new one is on the disk. */
+    if (fflush(out) != 0 || ferror(out) || fsync(fileno(out)) != 0)
+        st = SC_ERR_IO;
+    if (fclose(out) != 0 || st != SC_OK || rename(tmp, path) != 0) {
+        int err = errno;
+        unlink(tmp);
+        return sc_error_set(SC_ERR_IO, "cannot rewrite %s: %s", path, strerror(err));
+    }
+    return sync_dir(rd->root);
 }

@@ -1,7 +1,8 @@
 /* run_dir.h — the run directory:
  *
  *   RUN/config.ini          the resolved config
- *   RUN/metrics.jsonl       one JSON object per epoch and phase (run_log.h)
+ *   RUN/metrics.jsonl       one JSON object per epoch and phase, and hooks'
+ *                           scalars (run_log.h)
  *   RUN/checkpoints/epoch-EEEE-step-SSSSSSSSS.ckpt   the last --keep-last
  *   RUN/checkpoints/last.ckpt, best.ckpt            hard links (or copies)
  *   RUN/tensorboard/events.out.tfevents.*          TensorBoard (tensorboard.h)
@@ -51,8 +52,14 @@ sc_status sc_run_dir_publish(const sc_run_dir *rd, const char *ckpt, const char 
 /* Deletes all but the newest keep numbered checkpoints (aliases stay). */
 sc_status sc_run_dir_prune(const sc_run_dir *rd, int keep);
 
-/* On resume: drops metrics.jsonl records of epochs >= epoch, which the
- * resumed run will write again. */
-sc_status sc_run_dir_trim_metrics(const sc_run_dir *rd, int epoch);
+/* On resume from a checkpoint taken at `step`: keeps the metrics.jsonl
+ * records of steps up to it (phases, hooks' scalars, extra passes) and
+ * drops those of later steps, which the resumed run writes again, so each
+ * step's records appear once. TensorBoard does the same with the events
+ * of the run's earlier files (tensorboard.h). */
+sc_status sc_run_dir_trim_metrics(const sc_run_dir *rd, int64_t step);
+
+/* Whether metrics.jsonl holds a record of `phase` at `step`. */
+bool sc_run_dir_has_record(const sc_run_dir *rd, const char *phase, int64_t step);
 
 #endif

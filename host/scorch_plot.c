@@ -345,7 +345,8 @@ static void make_styles(figure_data *d, const run *runs, int nruns, const name_l
             if (!present)
                 continue;
             if (nruns > 1)
-                snprintf(d->labels[n], LABEL_LEN, "%s %s", runs[r].name, phases->v[p]);
+                snprintf(d->labels[n], LABEL_LEN, "%.*s %s", LABEL_LEN / 2, runs[r].name,
+                         phases->v[p]);
             else
                 snprintf(d->labels[n], LABEL_LEN, "%s", phases->v[p]);
             d->keys[n] = (line_key){r, p};
@@ -494,28 +495,31 @@ static sc_status plot(const plot_args *a, run *runs)
     return st;
 }
 
+static sc_status plot_runs(const plot_args *a)
+{
+    run *runs = calloc((size_t)a->runs.n, sizeof *runs);
+    sc_status st = runs ? plot(a, runs) : sc_error_set(SC_ERR_NOMEM, "out of memory");
+    for (int r = 0; runs && r < a->runs.n; r++)
+        sc_jsonl_free(&runs[r].file);
+    free(runs);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     plot_args a;
     bool help;
+    int code = 0;
     if (parse_args(argc, argv, &a, &help) != SC_OK) {
         fprintf(stderr, "scorch-plot: %s\n", sc_error_message());
-        return EXIT_USAGE;
-    }
-    if (help) {
+        code = EXIT_USAGE;
+    } else if (help) {
         usage(stdout);
-        return 0;
+    } else if (plot_runs(&a) != SC_OK) {
+        fprintf(stderr, "scorch-plot: %s\n", sc_error_message());
+        code = 1;
     }
-    run *runs = calloc((size_t)a.runs.n, sizeof *runs);
-    sc_status st = runs ? plot(&a, runs) : sc_error_set(SC_ERR_NOMEM, "out of memory");
-    for (int r = 0; runs && r < a.runs.n; r++)
-        sc_jsonl_free(&runs[r].file);
-    free(runs);
     free(a.runs.v);
     free(a.metrics.v);
-    if (st != SC_OK) {
-        fprintf(stderr, "scorch-plot: %s\n", sc_error_message());
-        return 1;
-    }
-    return 0;
+    return code;
 }

@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "checkpoint.h"
 #include "config.h"
+#include "crash.h"
 #include "evaluate.h"
 #include "predictions.h"
 #include "run_log.h"
@@ -16,27 +16,18 @@
 enum { EXIT_USAGE = 2 };
 
 /* Takes model, dataset and their args from the checkpoint's resolved
- * config where the command line left them empty. */
+ * config where the command line left them empty; the config is checked
+ * first (sc_checkpoint_saved_config), and its errors name the file. */
 static sc_status fill_from_checkpoint(sc_config *cfg)
 {
-    char *text = NULL;
-    SC_TRY(sc_checkpoint_config(cfg->checkpoint, &text));
-    char tmp[] = "/tmp/scorch-test-config-XXXXXX";
-    int fd = mkstemp(tmp);
-    size_t len = strlen(text);
-    bool written = fd >= 0 && write(fd, text, len) == (ssize_t)len;
-    if (fd >= 0)
-        close(fd);
-    free(text);
-    sc_config saved;
-    sc_config_defaults(&saved);
-    sc_status st = written ? sc_config_load_ini(&saved, SC_PROGRAM_TRAIN, tmp)
-                           : sc_error_set(SC_ERR_IO, "cannot write a temporary file");
-    unlink(tmp);
-    if (st != SC_OK)
-        return sc_error_wrap(st, "reading the config saved in %s", cfg->checkpoint);
-    sc_config_inherit(cfg, &saved);
-    return SC_OK;
+    sc_config *saved = malloc(sizeof *saved); /* large: paths */
+    if (!saved)
+        return sc_error_set(SC_ERR_NOMEM, "out of memory reading %s", cfg->checkpoint);
+    sc_status st = sc_checkpoint_saved_config(cfg->checkpoint, saved);
+    if (st == SC_OK)
+        sc_config_inherit(cfg, saved);
+    free(saved);
+    return st;
 }
 
 static sc_split parse_split(const char *name)
@@ -89,7 +80,8 @@ static sc_status write_reports(const sc_config *cfg, const sc_predictions *pred)
 static sc_status evaluate(sc_session *s, const sc_config *cfg, sc_metrics *metrics)
 {
     sc_split split = parse_split(cfg->split);
-    sc_loader_config lc = {.batch_size = cfg->batch_size, .workers = cfg->workers,
+    sc_loader_config lc = {.plugin_file = s->data.lib.path,
+                           .batch_size = cfg->batch_size, .workers = cfg->workers,
                            .prefetch = cfg->prefetch, .seed = cfg->seed, .world = 1,
                            .pinned = sc_ctx_device(s->ctx).kind == SC_DEVICE_CUDA};
     sc_loader *loader;
@@ -99,7 +91,7 @@ static sc_status evaluate(sc_session *s, const sc_config *cfg, sc_metrics *metri
     sc_status st = sc_run_log_open(&log, NULL, cfg->quiet, 0);
     bool classes = wants_classes(cfg);
     if (st == SC_OK && classes)
-        st = sc_predictions_open(&pred, cfg->predictions, cfg->topk, s->data.api, s->index);
+        st = sc_predictions_open(&pred, cfg->predictions, cfg->topk, &s->data, s->index);
     sc_eval_sums sums = {0};
     double t0 = sc_now();
     if (st == SC_OK)
@@ -122,7 +114,9 @@ static sc_status run(sc_config *cfg)
     SC_TRY(fill_from_checkpoint(cfg));
     sc_cpu_set_threads(cfg->threads);
     sc_session s;
-    SC_TRY(sc_session_open(&s, cfg, 0));
+    sc_status opened = sc_session_open(&s, cfg, 0);
+    if (opened != SC_OK) /* its plugins and data may be the checkpoint's */
+        return sc_error_wrap(opened, "checkpoint %s", cfg->checkpoint);
     sc_metrics *metrics = sc_metrics_new();
     sc_status st = metrics ? sc_checkpoint_load(cfg->checkpoint, s.params, NULL, NULL, NULL,
                                                 s.model.api->name, NULL)
@@ -138,6 +132,7 @@ int main(int argc, char **argv)
 {
     sc_config cfg;
     bool exit_now = false;
+    sc_crash_install("scorch-test");
     sc_config_defaults(&cfg);
     if (sc_config_parse(&cfg, SC_PROGRAM_TEST, argc, argv, &exit_now) != SC_OK) {
         fprintf(stderr, "scorch-test: %s\n", sc_error_message());

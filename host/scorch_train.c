@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "crash.h"
 #include "dist.h"
 #include "model_summary.h"
 #include "trainer.h"
@@ -97,6 +98,9 @@ int main(int argc, char **argv)
     }
     if (exit_now)
         return 0;
+    char program[64]; /* a rank's crash report says which rank it is */
+    snprintf(program, sizeof program, "%sscorch-train", sc_dist_log_prefix());
+    sc_crash_install(program);
     if (cfg.summary)
         return print_summary(&cfg);
     int replicas = replica_count(&cfg);

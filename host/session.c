@@ -4,16 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Wraps a failed plugin call's message with the plugin file and function. */
-static sc_status plugin_failed(sc_status st, const sc_plugin_lib *lib, const char *fn)
-{
-    return sc_error_wrap(st == SC_OK ? SC_ERR_PLUGIN : st, "%s: %s", lib->path, fn);
-}
+#include "crash.h"
 
 static sc_status check_spec_match(const sc_session *s, sc_split split)
 {
     sc_sample_spec spec;
-    s->data.api->dataset_spec(s->splits[split], &spec);
+    SC_PLUGIN_CALL(s->data.lib.path, "dataset_spec",
+                   s->data.api->dataset_spec(s->splits[split], &spec));
     if (memcmp(&spec, &s->spec, sizeof spec) != 0)
         return sc_error_set(SC_ERR_PLUGIN,
                             "%s: the %s split's samples differ in dtype or shape from train's",
@@ -36,20 +33,23 @@ static sc_status check_spec(const sc_session *s)
 static sc_status open_data(sc_session *s, const sc_config *cfg)
 {
     const sc_dataset_plugin *api = s->data.api;
-    SC_TRY(sc_args_parse(cfg->dataset_args, "dataset arg", &s->dataset_args));
-    sc_status st = api->index_open(cfg->dataset_path, s->dataset_args, &s->index);
+    const char *file = s->data.lib.path;
+    sc_status st;
+    SC_PLUGIN_CALL(file, "index_open",
+                   st = api->index_open(cfg->dataset_path, s->dataset_args, &s->index));
     if (st != SC_OK) {
         s->index = NULL;
-        return plugin_failed(st, &s->data.lib, "index_open");
+        return sc_plugin_failed(st, file, "index_open");
     }
     for (int k = 0; k < SC_SPLIT_COUNT; k++) {
-        st = api->dataset_open(s->index, (sc_split)k, &s->splits[k]);
+        SC_PLUGIN_CALL(file, "dataset_open",
+                       st = api->dataset_open(s->index, (sc_split)k, &s->splits[k]));
         if (st != SC_OK) {
             s->splits[k] = NULL;
-            return plugin_failed(st, &s->data.lib, "dataset_open");
+            return sc_plugin_failed(st, file, "dataset_open");
         }
     }
-    api->dataset_spec(s->splits[SC_SPLIT_TRAIN], &s->spec);
+    SC_PLUGIN_CALL(file, "dataset_spec", api->dataset_spec(s->splits[SC_SPLIT_TRAIN], &s->spec));
     SC_TRY(check_spec(s));
     SC_TRY(check_spec_match(s, SC_SPLIT_VALID));
     return check_spec_match(s, SC_SPLIT_TEST);
@@ -58,39 +58,45 @@ static sc_status open_data(sc_session *s, const sc_config *cfg)
 static sc_status create_network(sc_session *s, const sc_config *cfg)
 {
     const sc_model_plugin *api = s->model.api;
-    SC_TRY(sc_args_parse(cfg->model_args, "model arg", &s->model_args));
+    const char *file = s->model.lib.path;
     if (!(s->params = sc_params_new()))
         return SC_ERR_NOMEM;
     sc_rng init_rng;
     sc_rng_init(&init_rng, cfg->seed, 0x1417); /* the parameter-init stream */
-    sc_status st = api->network_create(s->model_args, &s->spec, s->params, &init_rng, &s->net);
+    sc_status st;
+    SC_PLUGIN_CALL(file, "network_create",
+                   st = api->network_create(s->model_args, &s->spec, s->params, &init_rng,
+                                            &s->net));
     if (st != SC_OK) {
         s->net = NULL;
-        return plugin_failed(st, &s->model.lib, "network_create");
+        return sc_plugin_failed(st, file, "network_create");
     }
     if (sc_params_count(s->params) == 0)
-        return sc_error_set(SC_ERR_PLUGIN, "%s: network_create made no parameters",
-                            s->model.lib.path);
+        return sc_error_set(SC_ERR_PLUGIN, "%s: network_create made no parameters", file);
     s->main_metric_mode = SC_METRIC_MAX;
-    s->main_metric = api->socket_main_metric(s->net, &s->main_metric_mode);
+    SC_PLUGIN_CALL(file, "socket_main_metric",
+                   s->main_metric = api->socket_main_metric(s->net, &s->main_metric_mode));
     if (!s->main_metric || !s->main_metric[0] ||
         (s->main_metric_mode != SC_METRIC_MAX && s->main_metric_mode != SC_METRIC_MIN))
         return sc_error_set(SC_ERR_PLUGIN,
                             "%s: socket_main_metric must name a metric and set its mode "
-                            "to SC_METRIC_MAX or SC_METRIC_MIN", s->model.lib.path);
+                            "to SC_METRIC_MAX or SC_METRIC_MIN", file);
     if (api->socket_param_trains)
         for (int i = 0; i < sc_params_count(s->params); i++) {
             sc_tensor *p = sc_params_at(s->params, i);
-            sc_params_set_trainable(p, api->socket_param_trains(s->net, p->name));
+            bool trains;
+            SC_PLUGIN_CALL(file, "socket_param_trains",
+                           trains = api->socket_param_trains(s->net, p->name));
+            sc_params_set_trainable(p, trains);
         }
     return SC_OK;
 }
 
-/* The plugin's hooks and user functions join the run's. */
-static sc_status add_hooks(sc_session *s, const sc_plugin_lib *lib)
+/* The plugin's hooks, which see its args, and user functions join the run's. */
+static sc_status add_hooks(sc_session *s, const sc_plugin_lib *lib, const sc_args *args)
 {
     if (lib->hooks)
-        SC_TRY(sc_hook_set_add(s->hooks, lib->hooks, lib->path));
+        SC_TRY(sc_hook_set_add(s->hooks, lib->hooks, lib->path, args));
     if (lib->user_funcs)
         SC_TRY(sc_user_funcs_add(s->funcs, lib->user_funcs, lib->path));
     return SC_OK;
@@ -101,13 +107,15 @@ static sc_status load_plugins(sc_session *s, const sc_config *cfg)
     SC_TRY(sc_model_lib_open(cfg->model, &s->model));
     SC_TRY(sc_dataset_lib_open(cfg->dataset, &s->data));
     for (int i = 0; i < cfg->hooks.n; i++)
-        SC_TRY(sc_hooks_lib_open(cfg->hooks.path[i], &s->hooks_libs[i]));
+        SC_TRY(sc_hooks_lib_open(cfg->hooks.path[i], cfg->hooks.args[i], &s->hooks_libs[i]));
+    SC_TRY(sc_args_parse(cfg->model_args, "model arg", &s->model_args));
+    SC_TRY(sc_args_parse(cfg->dataset_args, "dataset arg", &s->dataset_args));
     SC_TRY(sc_hook_set_new(&s->hooks));
     SC_TRY(sc_user_funcs_new(&s->funcs));
-    SC_TRY(add_hooks(s, &s->model.lib));
-    SC_TRY(add_hooks(s, &s->data.lib));
+    SC_TRY(add_hooks(s, &s->model.lib, s->model_args));
+    SC_TRY(add_hooks(s, &s->data.lib, s->dataset_args));
     for (int i = 0; i < cfg->hooks.n; i++)
-        SC_TRY(add_hooks(s, &s->hooks_libs[i]));
+        SC_TRY(add_hooks(s, &s->hooks_libs[i], s->hooks_libs[i].args));
     return SC_OK;
 }
 
@@ -203,13 +211,14 @@ void sc_session_close(sc_session *s)
 {
     sc_ctx_free(s->ctx);
     if (s->net)
-        s->model.api->network_destroy(s->net);
+        SC_PLUGIN_CALL(s->model.lib.path, "network_destroy", s->model.api->network_destroy(s->net));
     sc_params_free(s->params);
     for (int k = SC_SPLIT_COUNT - 1; k >= 0; k--)
         if (s->splits[k])
-            s->data.api->dataset_close(s->splits[k]);
+            SC_PLUGIN_CALL(s->data.lib.path, "dataset_close",
+                           s->data.api->dataset_close(s->splits[k]));
     if (s->index)
-        s->data.api->index_close(s->index);
+        SC_PLUGIN_CALL(s->data.lib.path, "index_close", s->data.api->index_close(s->index));
     sc_args_free(s->model_args);
     sc_args_free(s->dataset_args);
     sc_hook_set_free(s->hooks);
@@ -248,9 +257,11 @@ sc_status sc_session_forward(sc_session *s, const sc_tensor_list *inputs,
     memset(outputs, 0, sizeof *outputs);
     sc_tensor_list on_device;
     SC_TRY(sc_session_upload(s, inputs, &on_device));
-    sc_status st = s->model.api->network_forward(s->net, s->ctx, &on_device, outputs);
+    sc_status st;
+    SC_PLUGIN_CALL(s->model.lib.path, "network_forward",
+                   st = s->model.api->network_forward(s->net, s->ctx, &on_device, outputs));
     if (st != SC_OK)
-        return plugin_failed(st, &s->model.lib, "network_forward");
+        return sc_plugin_failed(st, s->model.lib.path, "network_forward");
     if (outputs->n < 1 || outputs->n > SC_MAX_IO)
         return sc_error_set(SC_ERR_PLUGIN, "%s: network_forward returned %d outputs",
                             s->model.lib.path, outputs->n);
@@ -267,9 +278,12 @@ sc_status sc_session_criterion(sc_session *s, const sc_tensor_list *outputs,
     *loss = NULL;
     sc_tensor_list on_device;
     SC_TRY(sc_session_upload(s, targets, &on_device));
-    sc_status st = s->model.api->socket_criterion(s->net, s->ctx, outputs, &on_device, loss);
+    sc_status st;
+    SC_PLUGIN_CALL(s->model.lib.path, "socket_criterion",
+                   st = s->model.api->socket_criterion(s->net, s->ctx, outputs, &on_device,
+                                                       loss));
     if (st != SC_OK)
-        return plugin_failed(st, &s->model.lib, "socket_criterion");
+        return sc_plugin_failed(st, s->model.lib.path, "socket_criterion");
     if (!*loss || (*loss)->numel != 1 || (*loss)->dtype != SC_F32)
         return sc_error_set(SC_ERR_PLUGIN,
                             "%s: socket_criterion must return one f32 value as the loss",
@@ -282,13 +296,18 @@ sc_status sc_session_metrics(sc_session *s, const sc_tensor_list *outputs,
 {
     sc_tensor_list on_host;
     SC_TRY(sc_session_to_host(s, outputs, &on_host));
-    sc_status st = s->model.api->socket_metrics(s->net, &on_host, targets, metrics);
+    sc_status st;
+    SC_PLUGIN_CALL(s->model.lib.path, "socket_metrics",
+                   st = s->model.api->socket_metrics(s->net, &on_host, targets, metrics));
     if (st != SC_OK)
-        return plugin_failed(st, &s->model.lib, "socket_metrics");
+        return sc_plugin_failed(st, s->model.lib.path, "socket_metrics");
     return SC_OK;
 }
 
 int64_t sc_session_split_len(const sc_session *s, sc_split split)
 {
-    return s->data.api->dataset_len(s->splits[split]);
+    int64_t len;
+    SC_PLUGIN_CALL(s->data.lib.path, "dataset_len",
+                   len = s->data.api->dataset_len(s->splits[split]));
+    return len;
 }

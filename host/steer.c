@@ -38,11 +38,20 @@ static void publish(sc_steer *s)
 
 void sc_steer_publish(sc_steer *s, const sc_hook_context *ctx)
 {
-    if (!s->control)
+    static const char checkpoint[] = "checkpoint_"; /* says nothing of where training is */
+    if (!s->control || strncmp(ctx->point, checkpoint, sizeof checkpoint - 1) == 0)
         return;
     sc_run_status *st = &s->status;
     bool batch_end = strcmp(ctx->point, "batch_end") == 0;
+    bool phase_end = strcmp(ctx->point, "phase_end") == 0;
+    if (phase_end && ctx->extra) { /* back where the extra pass found the training */
+        *st = s->before_extra;
+        publish(s);
+        return;
+    }
     if (strcmp(ctx->point, "phase_begin") == 0) {
+        if (ctx->extra)
+            s->before_extra = *st;
         s->phase_start = sc_now();
         s->phase_batches = 0;
     } else if (batch_end) {
@@ -51,8 +60,17 @@ void sc_steer_publish(sc_steer *s, const sc_hook_context *ctx)
         st->samples_per_s =
             seconds > 0 ? (double)(s->phase_batches * ctx->batch_size) / seconds : 0;
     }
-    if (batch_end || strcmp(ctx->point, "phase_end") == 0)
+    if (batch_end || phase_end)
         st->loss = ctx->loss;
+    /* An epoch's first pass over the train split trains (--validate-on-train
+     * evaluates it after); its figures are shown between epochs. */
+    if (strcmp(ctx->point, "epoch_begin") == 0)
+        s->train_phase_due = true;
+    if (phase_end && ctx->phase == SC_SPLIT_TRAIN && s->train_phase_due) {
+        s->train_phase_due = false;
+        s->train_loss = ctx->loss;
+        s->train_samples_per_s = ctx->samples_per_s;
+    }
     st->epoch = ctx->epoch;
     st->epochs = ctx->epochs;
     st->phase = sc_split_name(ctx->phase);
@@ -60,6 +78,24 @@ void sc_steer_publish(sc_steer *s, const sc_hook_context *ctx)
     st->batches = ctx->batches;
     st->step = ctx->step;
     st->lr = ctx->lr;
+    st->between_epochs = false;
+    publish(s);
+}
+
+void sc_steer_publish_between_epochs(sc_steer *s, const sc_hook_context *ended)
+{
+    if (!s->control)
+        return;
+    sc_run_status *st = &s->status;
+    st->epoch = ended->epoch;
+    st->epochs = ended->epochs;
+    st->phase = "between_epochs";
+    st->batch = st->batches = ended->batches;
+    st->step = ended->step;
+    st->lr = ended->lr;
+    st->loss = s->train_loss;
+    st->samples_per_s = s->train_samples_per_s;
+    st->between_epochs = true;
     publish(s);
 }
 
@@ -71,8 +107,9 @@ static void set_paused(sc_steer *s, sc_request *r, bool paused)
     s->paused = paused;
     publish(s);
     if (paused)
-        sc_control_reply(r, true, was ? "already paused" : "paused at epoch %d, step %lld",
-                         s->status.epoch, (long long)s->status.step);
+        sc_control_reply(r, true, was ? "already paused" : "paused %s epoch %d, step %lld",
+                         s->status.between_epochs ? "after" : "at", s->status.epoch,
+                         (long long)s->status.step);
     else
         sc_control_reply(r, true, was ? "resumed" : "not paused");
 }

@@ -29,8 +29,11 @@ typedef struct sc_steer {
                                 raised SAVE that every rank agrees on */
     sc_request stop;      /* scorch-ctl's stop, answered at the end */
     sc_run_status status; /* as last published */
+    sc_run_status before_extra; /* where an extra pass found the training */
     double phase_start;   /* for samples_per_s */
     int64_t phase_batches;
+    bool train_phase_due; /* the epoch's train phase has not ended yet */
+    double train_loss, train_samples_per_s; /* the last train phase's, at its end */
 } sc_steer;
 
 void sc_steer_init(sc_steer *s);
@@ -47,8 +50,14 @@ void sc_steer_close(sc_steer *s, bool ok, const char *outcome);
 void sc_steer_raise(sc_steer *s, sc_request_kind kind);
 
 /* Records where the training thread is, from the context of the hook
- * point it runs, for `status`. */
+ * point it runs, for `status`. Checkpoint points leave it as it was, and
+ * so does an extra pass once it has ended. */
 void sc_steer_publish(sc_steer *s, const sc_hook_context *ctx);
+
+/* Between epochs no pass runs: `status` shows the epoch that ended
+ * (ended->epoch, all ended->batches done) as phase "between_epochs", with
+ * its train phase's loss and throughput, labelled as the train phase's. */
+void sc_steer_publish_between_epochs(sc_steer *s, const sc_hook_context *ended);
 
 /* At a boundary: the next request to serve, or false when there is none
  * left; waits here while paused. Requests hooks raise while the boundary

@@ -36,6 +36,9 @@
 #include "loader.h"
 #include "scorch/device.h"
 
+/* The dataset indices a message names of a batch that failed. */
+enum { SC_STEP_SAMPLES_NAMED = 8 };
+
 /* Where a step stands: recorded when it is added, handed back when it is
  * folded. */
 typedef struct sc_step_info {
@@ -44,6 +47,10 @@ typedef struct sc_step_info {
     int64_t step;        /* optimizer steps done, this one's included */
     double lr;
     bool closes_step;    /* the optimizer step's last micro-batch */
+    /* The batch's first dataset indices, kept for a message about a
+     * non-finite step read after the batch is gone; n_samples 0: unknown. */
+    int64_t samples[SC_STEP_SAMPLES_NAMED];
+    int n_samples;
 } sc_step_info;
 
 /* A step as the fold function sees it; everything on the host. */

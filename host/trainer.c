@@ -1,6 +1,7 @@
 /* trainer.c — the train / valid / test loops, checkpoints at their
  * boundaries, and the requests (hooks, signals, scorch-ctl) served there. */
 #include <stdio.h>
+#include <string.h>
 
 #include "trainer_impl.h"
 
@@ -61,7 +62,7 @@ static sc_status loss_now(sc_trainer *t, const sc_batch *b, const sc_tensor *los
                           double *value)
 {
     SC_TRY(sc_step_pipe_drain(t->pipe));
-    return sc_loss_value(loss, "train", t->state.epoch, b->index, value);
+    return sc_name_batch(sc_loss_value(loss, "train", t->state.epoch, b->index, value), b);
 }
 
 /* The step's last micro-batch: the gradients are averaged; the optimizer
@@ -76,6 +77,7 @@ static sc_status apply_gradients(sc_trainer *t, const sc_batch *b, const sc_tens
     }
     sc_hook_context ctx = trainer_batch_context(t, "after_backward", SC_SPLIT_TRAIN, b->index,
                                         t->steps_per_epoch, loss_value);
+    ctx.step = t->batch_step; /* the step these gradients make */
     ctx.n_grads = t->n_grads;
     ctx.grads = t->grads;
     SC_TRY(trainer_run_hooks(t, &ctx));
@@ -106,7 +108,8 @@ static sc_status forward_backward(sc_trainer *t, const sc_batch *b, bool last,
         SC_TRY(sc_session_forward(s, &inputs, outputs));
         SC_TRY(sc_session_criterion(s, outputs, &targets, loss));
         if (!on_gpu(t))
-            SC_TRY(sc_loss_value(*loss, "train", t->state.epoch, b->index, &value));
+            SC_TRY(sc_name_batch(
+                sc_loss_value(*loss, "train", t->state.epoch, b->index, &value), b));
         SC_TRY(sc_dist_backward(t->dist, s->ctx, *loss, last));
     } else { /* one process, one micro-batch: backward needs no collectives */
         SC_TRY(sc_graph_step_run(&t->graphs, s, &inputs, &targets, b->size, outputs, loss,
@@ -129,7 +132,9 @@ static sc_status train_step(sc_trainer *t, const sc_batch *b)
     SC_TRY(forward_backward(t, b, last, &outputs, &loss));
     if (last)
         SC_TRY(apply_gradients(t, b, loss));
-    sc_step_info info = {t->state.epoch, b->index, b->size, t->state.step, t->lr, last};
+    sc_step_info info = {t->state.epoch, b->index, b->size, t->state.step, t->lr, last,
+                         .n_samples = sc_samples_named(b->size)};
+    memcpy(info.samples, b->samples, (size_t)info.n_samples * sizeof *info.samples);
     SC_TRY(sc_step_pipe_add(t->pipe, loss, sc_optim_guard_flag(t->opt), &outputs, b, &info));
     t->state.next_batch = b->index + 1;
     return SC_OK;
@@ -145,18 +150,28 @@ static void log_step_loss(sc_trainer *t, const sc_step_info *step, double loss)
     t->step_loss_sum = 0;
 }
 
+/* A step read back whose loss, or on a GPU whose gradients, are not
+ * finite is an error. */
+static sc_status check_step(const sc_trainer *t, const sc_step_result *r)
+{
+    const sc_step_info *step = &r->info;
+    SC_TRY(sc_loss_check(r->loss, "train", step->epoch, step->batch));
+    if (!r->skipped)
+        return SC_OK;
+    /* a finite loss, from gradients that were not */
+    return sc_error_set(SC_ERR_NUMERIC, "train gradients are not finite at epoch %d, batch "
+                        "%lld (loss %g%s): the update was skipped", step->epoch,
+                        (long long)step->batch, r->loss,
+                        sc_dist_world(t->dist) > 1 ? " here; the summed gradients carry "
+                                                     "another rank's non-finite values too"
+                                                   : "");
+}
+
 sc_status trainer_fold_step(void *user, const sc_step_result *r)
 {
     sc_trainer *t = user;
     const sc_step_info *step = &r->info;
-    SC_TRY(sc_loss_check(r->loss, "train", step->epoch, step->batch));
-    if (r->skipped) /* a finite loss, from gradients that were not */
-        return sc_error_set(SC_ERR_NUMERIC, "train gradients are not finite at epoch %d, batch "
-                            "%lld (loss %g%s): the update was skipped", step->epoch,
-                            (long long)step->batch, r->loss,
-                            sc_dist_world(t->dist) > 1 ? " here; the summed gradients carry "
-                                                         "another rank's non-finite values too"
-                                                       : "");
+    SC_TRY(sc_name_samples(check_step(t, r), step->samples, step->n_samples, step->size));
     SC_TRY(sc_session_metrics(&t->s, r->outputs, r->targets, t->train_sums));
     t->state.loss_sum += r->loss * (double)step->size;
     t->state.samples += step->size;
@@ -218,6 +233,7 @@ static sc_status train_batches(sc_trainer *t, double *wait)
         *wait += sc_now() - w0;
         if (!b)
             break;
+        t->batch_step = t->state.step + 1;
         sc_hook_context at = trainer_batch_context(t, "batch_begin", SC_SPLIT_TRAIN, b->index,
                                            t->steps_per_epoch, 0);
         SC_TRY(trainer_run_hooks(t, &at));
@@ -225,6 +241,7 @@ static sc_status train_batches(sc_trainer *t, double *wait)
         sc_ctx_reset(t->s.ctx);
         if (st == SC_OK)
             st = after_batch(t, b, t0, seconds_before, *wait);
+        t->batch_step = 0;
         sc_loader_release(loader, b);
         SC_TRY(st);
     }
@@ -491,12 +508,16 @@ static sc_status serve_requests(sc_trainer *t)
     return SC_OK;
 }
 
-/* Between epochs `status` shows the position the next epoch starts from. */
+/* Between epochs `status` shows the epoch that ended; after a stop in
+ * mid-epoch, the batch it stopped after. */
 static sc_status serve_between_epochs(sc_trainer *t)
 {
-    sc_hook_context at = trainer_hook_context(t, "epoch_begin", SC_SPLIT_TRAIN);
-    at.batches = t->steps_per_epoch;
-    sc_steer_publish(&t->steer, &at);
+    if (t->state.next_batch == 0) {
+        sc_hook_context ended = trainer_hook_context(t, "epoch_end", SC_SPLIT_TRAIN);
+        ended.epoch = t->state.epoch - 1;
+        ended.batches = t->steps_per_epoch;
+        sc_steer_publish_between_epochs(&t->steer, &ended);
+    }
     return serve_requests(t);
 }
 
@@ -522,6 +543,8 @@ bool sc_trainer_last_checkpoint(const sc_trainer *t, char *path, size_t size)
 
 static sc_status run(sc_trainer *t, bool *interrupted)
 {
+    if (t->state.finished) /* resumed, with nothing left to do: set-up said so */
+        return SC_OK;
     sc_status st = t->cfg.resume ? trainer_load_hook_state(t) : SC_OK;
     if (st == SC_OK)
         st = trainer_run_point(t, "train_begin", SC_SPLIT_TRAIN);

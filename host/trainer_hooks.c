@@ -24,23 +24,32 @@ static void action_request_stop(void *host, const char *reason)
     sc_run_log_info(&t->log, "stop requested by a hook: %s", reason ? reason : "");
 }
 
+/* The step what a hook logs is recorded at: within a train batch (its
+ * batch_begin, after_backward and batch_end) the step the batch belongs
+ * to, where train/loss_step and train/lr are too; elsewhere the steps
+ * taken. */
+static int64_t log_step(const sc_trainer *t)
+{
+    return t->batch_step ? t->batch_step : t->state.step;
+}
+
 static void action_log_scalar(void *host, const char *tag, double value)
 {
     sc_trainer *t = host;
-    if (sc_run_log_scalar(&t->log, t->state.epoch, t->state.step, tag, value) != SC_OK)
+    if (sc_run_log_scalar(&t->log, t->state.epoch, log_step(t), tag, value) != SC_OK)
         sc_run_log_info(&t->log, "warning: %s", sc_error_message());
 }
 
 static sc_status action_log_text(void *host, const char *tag, const char *text)
 {
     sc_trainer *t = host;
-    return sc_tb_add_text(t->log.tb, tag, t->state.step, text);
+    return sc_tb_add_text(t->log.tb, tag, log_step(t), text);
 }
 
 static sc_status action_log_image(void *host, const char *tag, const sc_tensor *image)
 {
     sc_trainer *t = host;
-    return sc_tb_add_image(t->log.tb, tag, t->state.step, image);
+    return sc_tb_add_image(t->log.tb, tag, log_step(t), image);
 }
 
 static void action_request_checkpoint(void *host, const char *reason)

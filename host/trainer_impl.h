@@ -38,6 +38,8 @@ struct sc_trainer {
     double lr;         /* of the latest step */
     double loss;       /* of the latest step read (step_pipe.h) */
     double step_loss_sum; /* of the optimizer step's micro-batches so far (TensorBoard) */
+    int64_t batch_step; /* the optimizer step the train batch in progress belongs to
+                           (1-based), from its batch_begin to its batch_end; else 0 */
     bool stop;         /* a hook asked to stop */
     bool interrupted;  /* a signal asked to stop */
     bool extra_pass;   /* an extra valid/test pass is running */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "crash.h"
 #include "trainer_impl.h"
 
 /* ---- set-up ---- */
@@ -35,12 +36,13 @@ static sc_status make_optimizer(sc_trainer *t)
 static sc_status make_loader(sc_trainer *t, sc_split split, bool shuffle, sc_loader **out)
 {
     sc_loader_config lc = {
+        .plugin_file = t->s.data.lib.path,
         .batch_size = t->cfg.batch_size,
         .workers = t->cfg.workers,
         .prefetch = t->cfg.prefetch,
         .seed = t->cfg.seed,
         .shuffle = shuffle,
-        .drop_last = shuffle,
+        .drop_last = shuffle && t->cfg.drop_last, /* train only: eval sees every sample */
         .rank = sc_dist_rank(t->dist),
         .world = sc_dist_world(t->dist),
         .pinned = sc_ctx_device(t->s.ctx).kind == SC_DEVICE_CUDA,
@@ -49,8 +51,64 @@ static sc_status make_loader(sc_trainer *t, sc_split split, bool shuffle, sc_loa
     return sc_loader_new(t->s.data.api, t->s.splits[split], split, &lc, out);
 }
 
+/* --no-drop-last is exact in one process without accumulation: the
+ * short batch's loss, and so its gradient, is the mean over its own
+ * samples. Ranks would hold short batches of different sizes (or none),
+ * and accumulated micro-batches, like ranks, are averaged with equal
+ * weights: a short one's samples would count more than the others'. */
+static sc_status check_drop_last(const sc_trainer *t)
+{
+    if (t->cfg.drop_last)
+        return SC_OK;
+    if (sc_dist_world(t->dist) > 1)
+        return sc_error_set(SC_ERR_INVALID,
+                            "--no-drop-last: not with data parallelism (%d ranks): their "
+                            "gradients are averaged with equal weights, which a short last "
+                            "batch of a different size on each rank would make inexact",
+                            sc_dist_world(t->dist));
+    if (t->cfg.accumulate > 1)
+        return sc_error_set(SC_ERR_INVALID,
+                            "--no-drop-last: not with --accumulate %d: micro-batches are "
+                            "averaged with equal weights, which a short last batch would make "
+                            "inexact",
+                            t->cfg.accumulate);
+    return SC_OK;
+}
+
+/* An epoch without one whole optimizer step: what would give one. */
+static sc_status no_train_step(const sc_trainer *t)
+{
+    int64_t len = sc_session_split_len(&t->s, SC_SPLIT_TRAIN);
+    int64_t batches = sc_loader_batches(t->loaders[SC_SPLIT_TRAIN]);
+    int world = sc_dist_world(t->dist);
+    if (len == 0)
+        return sc_error_set(SC_ERR_INVALID, "the train split is empty: nothing to train on");
+    if (len < world)
+        return sc_error_set(SC_ERR_INVALID, "the train split has %lld samples, fewer than the "
+                            "%d ranks", (long long)len, world);
+    if (batches == 0 && world > 1)
+        return sc_error_set(SC_ERR_INVALID,
+                            "the train split has %lld samples, %lld per rank, fewer than one "
+                            "batch of %lld: use --batch-size %lld (or fewer ranks)",
+                            (long long)len, (long long)(len / world),
+                            (long long)t->cfg.batch_size, (long long)(len / world));
+    if (batches == 0)
+        return sc_error_set(SC_ERR_INVALID,
+                            "the train split has %lld samples, fewer than one batch of %lld, "
+                            "and --drop-last skips a short batch: use --batch-size %lld, or "
+                            "--no-drop-last",
+                            (long long)len, (long long)t->cfg.batch_size, (long long)len);
+    bool capped = t->steps_per_epoch < batches; /* by --max-train-iterations */
+    return sc_error_set(SC_ERR_INVALID,
+                        "an epoch has %lld train batches, fewer than one optimizer step of "
+                        "--accumulate %d: lower --accumulate or %s",
+                        (long long)t->steps_per_epoch, t->cfg.accumulate,
+                        capped ? "raise --max-train-iterations" : "--batch-size");
+}
+
 static sc_status make_loaders(sc_trainer *t)
 {
+    SC_TRY(check_drop_last(t));
     SC_TRY(make_loader(t, SC_SPLIT_TRAIN, true, &t->loaders[SC_SPLIT_TRAIN]));
     SC_TRY(make_loader(t, SC_SPLIT_VALID, false, &t->loaders[SC_SPLIT_VALID]));
     SC_TRY(make_loader(t, SC_SPLIT_TEST, false, &t->loaders[SC_SPLIT_TEST]));
@@ -59,12 +117,9 @@ static sc_status make_loaders(sc_trainer *t)
     t->steps_per_epoch = sc_loader_batches(t->loaders[SC_SPLIT_TRAIN]);
     if (t->cfg.max_train_iterations > 0 && t->cfg.max_train_iterations < t->steps_per_epoch)
         t->steps_per_epoch = t->cfg.max_train_iterations;
+    if (t->steps_per_epoch < t->cfg.accumulate)
+        return no_train_step(t);
     t->steps_per_epoch -= t->steps_per_epoch % t->cfg.accumulate; /* whole optimizer steps */
-    if (t->steps_per_epoch == 0)
-        return sc_error_set(SC_ERR_INVALID,
-                            "the train split has %lld samples, fewer than one batch of %lld",
-                            (long long)sc_session_split_len(&t->s, SC_SPLIT_TRAIN),
-                            (long long)t->cfg.batch_size);
     return SC_OK;
 }
 
@@ -90,26 +145,6 @@ static sc_status init_state(sc_trainer *t)
     return sc_schedule_init(&t->state.schedule, &sc, steps, steps * t->cfg.epochs);
 }
 
-static sc_status read_file(const char *path, char **text)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return sc_error_set(SC_ERR_IO, "cannot read %s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)size + 1);
-    size_t got = buf ? fread(buf, 1, (size_t)size, f) : 0;
-    fclose(f);
-    if (!buf || got != (size_t)size) {
-        free(buf);
-        return sc_error_set(SC_ERR_IO, "cannot read %s", path);
-    }
-    buf[size] = '\0';
-    *text = buf;
-    return SC_OK;
-}
-
 static void default_run_dir(sc_trainer *t)
 {
     char stamp[32];
@@ -118,18 +153,29 @@ static void default_run_dir(sc_trainer *t)
     snprintf(t->cfg.run_dir, sizeof t->cfg.run_dir, "runs/%s-%s", t->s.model.api->name, stamp);
 }
 
-static sc_status prepare_run_dir(sc_trainer *t)
+/* Locks the run directory and composes the resolved config (checkpoints
+ * save it); config.ini is written once a resume has accepted it. */
+static sc_status open_run_dir(sc_trainer *t)
 {
     if (!t->cfg.run_dir[0])
         default_run_dir(t);
     SC_TRY(sc_run_dir_prepare(&t->rd, t->cfg.run_dir, t->cfg.resume));
-    char path[SC_PATH_MAX];
-    sc_run_dir_file(&t->rd, "config.ini", path, sizeof path);
-    SC_TRY(sc_config_write_ini(&t->cfg, SC_PROGRAM_TRAIN, path));
-    return read_file(path, &t->config_text);
+    return sc_config_ini_text(&t->cfg, SC_PROGRAM_TRAIN, &t->config_text);
 }
 
-/* Opened after a resume has trimmed metrics.jsonl to the epochs before it. */
+static sc_status write_config(const sc_trainer *t)
+{
+    char path[SC_PATH_MAX];
+    sc_run_dir_file(&t->rd, "config.ini", path, sizeof path);
+    FILE *f = fopen(path, "w");
+    size_t len = strlen(t->config_text);
+    bool ok = f && fwrite(t->config_text, 1, len, f) == len;
+    if ((f && fclose(f) != 0) || !ok)
+        return sc_error_set(SC_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    return SC_OK;
+}
+
+/* Opened after a resume has trimmed metrics.jsonl to the steps before it. */
 static sc_status open_log(sc_trainer *t)
 {
     char path[SC_PATH_MAX];
@@ -163,31 +209,173 @@ static void resume_path(const sc_trainer *t, char *path, size_t size)
         sc_run_dir_alias(&t->rd, "last", path, size);
 }
 
+/* ---- resume ---- */
+
+/* What differs between the checkpoint's run and this one: listed in the
+ * refusal, or, with --resume-anyway, noted one by one as found. */
+typedef struct resume_changes {
+    bool anyway;
+    int count, listed;
+    size_t len;
+    char list[640]; /* "\n  option: checkpoint has X, now Y" lines that fit */
+} resume_changes;
+
+static void note_change(void *user, const sc_config_change *c)
+{
+    resume_changes *r = user;
+    r->count++;
+    if (r->anyway) {
+        fprintf(stderr, "%sscorch-train: note: --resume-anyway: %s: checkpoint has %s, now %s: "
+                "%s\n", sc_dist_log_prefix(), c->option, c->was, c->now, c->lost);
+        return;
+    }
+    char line[256];
+    int n = snprintf(line, sizeof line, "\n  %s: checkpoint has %.80s, now %.80s", c->option,
+                     c->was, c->now);
+    if (n > 0 && r->len + (size_t)n < sizeof r->list) {
+        memcpy(r->list + r->len, line, (size_t)n + 1);
+        r->len += (size_t)n;
+        r->listed++;
+    }
+}
+
+static sc_status refuse_changes(const resume_changes *r, const char *path)
+{
+    char more[48] = "";
+    if (r->listed < r->count)
+        snprintf(more, sizeof more, "\n  (and %d more)", r->count - r->listed);
+    return sc_error_set(SC_ERR_INVALID,
+                        "cannot resume from %s: %d setting%s differ%s from those it was "
+                        "trained with, so the run would not continue exactly:%s%s\n"
+                        "resume with the checkpoint's values, or give --resume-anyway to "
+                        "accept the change%s",
+                        path, r->count, r->count == 1 ? "" : "s", r->count == 1 ? "s" : "",
+                        r->list, more, r->count == 1 ? "" : "s");
+}
+
+/* The options the checkpoint was trained with against ours;
+ * *lr_changed: whether --lr or --scale-lr differ (then, with
+ * --resume-anyway, the new learning rate replaces the checkpoint's). */
+static sc_status compare_options(const sc_trainer *t, const char *path, resume_changes *r,
+                                 bool *lr_changed)
+{
+    sc_config *saved = malloc(sizeof *saved); /* large: paths */
+    if (!saved)
+        return sc_error_set(SC_ERR_NOMEM, "out of memory reading %s", path);
+    sc_status st = sc_checkpoint_saved_config(path, saved);
+    if (st == SC_OK) {
+        sc_config_resume_changes(saved, &t->cfg, note_change, r);
+        *lr_changed = saved->lr != t->cfg.lr || saved->scale_lr != t->cfg.scale_lr;
+    }
+    free(saved);
+    return st;
+}
+
+/* The ranks are no option, yet they make the global batch (--batch-size
+ * is per rank) and each rank's share of the epoch's order. */
+static void compare_world(const sc_trainer *t, const sc_train_state *saved, resume_changes *r)
+{
+    char was[16], now[16];
+    if (saved->world == sc_dist_world(t->dist))
+        return;
+    snprintf(was, sizeof was, "%d", saved->world);
+    snprintf(now, sizeof now, "%d", sc_dist_world(t->dist));
+    note_change(r, &(sc_config_change){"ranks (world size)", was, now,
+                                       "the global batch and the samples in it differ"});
+}
+
+/* Whether the checkpoint's position fits this run: an epoch up to
+ * --epochs, a batch within the epoch. Sets saved->finished when the run
+ * has nothing left to do: every epoch trained and its test record written
+ * (a run stopped during its test pass tests again). */
+static sc_status check_position(const sc_trainer *t, sc_train_state *saved, const char *path)
+{
+    int epochs = t->cfg.epochs;
+    if (saved->epoch > epochs + 1 || (saved->epoch == epochs + 1 && saved->next_batch > 0))
+        return sc_error_set(SC_ERR_INVALID,
+                            "%s is at epoch %d, batch %lld, past --epochs %d: give --epochs %d "
+                            "or more to continue it",
+                            path, saved->epoch, (long long)saved->next_batch, epochs,
+                            saved->epoch);
+    if (saved->next_batch > t->steps_per_epoch)
+        return sc_error_set(SC_ERR_INVALID,
+                            "%s stopped at batch %lld of an epoch that now has %lld batches "
+                            "(did --batch-size or --max-train-iterations change?)",
+                            path, (long long)saved->next_batch, (long long)t->steps_per_epoch);
+    saved->finished = saved->epoch == epochs + 1 &&
+                      (sc_session_split_len(&t->s, SC_SPLIT_TEST) == 0 ||
+                       sc_run_dir_has_record(&t->rd, "test", saved->step));
+    return SC_OK;
+}
+
+/* Rank 0: restores the checkpoint into t->state and the tensors after
+ * comparing its run with this one; then trims metrics.jsonl to it. */
 static sc_status resume(sc_trainer *t)
 {
     char path[SC_PATH_MAX];
     resume_path(t, path, sizeof path);
+    resume_changes changes = {.anyway = t->cfg.resume_anyway};
+    bool lr_changed = false;
+    SC_TRY(compare_options(t, path, &changes, &lr_changed));
     sc_train_state saved = t->state; /* keeps the schedule's configuration */
-    SC_TRY(sc_checkpoint_load(path, t->s.params, t->opt, &saved, t->train_sums,
-                              t->s.model.api->name, &t->hook_blobs));
+    sc_status st = sc_checkpoint_load(path, t->s.params, t->opt, &saved, t->train_sums,
+                                      t->s.model.api->name, &t->hook_blobs);
+    if (st != SC_OK && changes.count && !changes.anyway) /* a changed model fails to load */
+        return refuse_changes(&changes, path);
+    SC_TRY(st);
+    compare_world(t, &saved, &changes);
+    if (changes.count && !changes.anyway)
+        return refuse_changes(&changes, path);
+    lr_changed = lr_changed || (t->cfg.scale_lr && saved.world != sc_dist_world(t->dist));
     sc_dist_resume_position(t->dist, &saved, t->steps_per_epoch, path);
-    if (saved.seed != t->cfg.seed)
-        return sc_error_set(SC_ERR_INVALID,
-                            "%s was trained with --seed %llu, not %llu: resuming with another "
-                            "seed would not continue the same run",
-                            path, (unsigned long long)saved.seed,
-                            (unsigned long long)t->cfg.seed);
-    if (saved.next_batch > t->steps_per_epoch)
-        return sc_error_set(SC_ERR_INVALID,
-                            "%s stopped at batch %lld of an epoch that now has %lld batches "
-                            "(did --batch-size or --max-train-iterations change?)",
-                            path, (long long)saved.next_batch, (long long)t->steps_per_epoch);
-    if (saved.base_lr != t->state.base_lr)
+    SC_TRY(check_position(t, &saved, path));
+    saved.seed = t->cfg.seed; /* the same, unless --resume-anyway changed it */
+    if (lr_changed) /* --resume-anyway: the new --lr from here on */
+        saved.base_lr = t->state.base_lr;
+    else if (saved.base_lr != t->state.base_lr)
         fprintf(stderr, "scorch-train: note: continuing with the checkpoint's learning rate "
-                        "%g, not --lr %g (a resumed run keeps its optimizer state)\n",
+                        "%g, not --lr %g (a hook or scorch-ctl set it)\n",
                 saved.base_lr, t->cfg.lr);
     t->state = saved;
-    return sc_run_dir_trim_metrics(&t->rd, t->state.epoch);
+    sc_crash_set_checkpoint(path, !t->cfg.resume_path[0]); /* good until a newer one */
+    return t->state.finished ? SC_OK : sc_run_dir_trim_metrics(&t->rd, t->state.step);
+}
+
+/* A resumed run that has nothing left to do says so, and leaves every
+ * file as it was. */
+static void report_finished(const sc_trainer *t)
+{
+    if (!sc_dist_is_root(t->dist))
+        return;
+    int done = t->state.epoch - 1;
+    printf("run %s already finished at epoch %d, step %lld; nothing to do. To train it "
+           "further, resume it with more epochs: --epochs M --resume (M > %d)\n",
+           t->rd.root, done, (long long)t->state.step, done);
+    fflush(stdout);
+}
+
+/* --threads 0: one compute thread for a small model, else the cores (or
+ * the rank's share); see sc_threads_for_model. Logged either way. */
+static sc_status size_threads(sc_trainer *t)
+{
+    if (t->cfg.threads > 0) {
+        sc_run_log_info(&t->log, "compute threads: %d (--threads)", t->cfg.threads);
+        return SC_OK;
+    }
+    double flops;
+    SC_TRY(sc_model_summary_flops(&t->s, &flops));
+    double batch_flops = flops * (double)t->cfg.batch_size;
+    int most = sc_dist_threads(t->dist, 0); /* 0: a single process may use every core */
+    int threads = sc_threads_for_model(batch_flops, most > 0 ? most : sc_cpu_cores());
+    sc_cpu_set_threads(threads);
+    bool small = batch_flops < SC_ONE_THREAD_FLOPS;
+    const char *rule = small      ? "one"
+                       : most > 0 ? "a rank's share (OMP_NUM_THREADS, else the cores over ranks)"
+                                  : "every core";
+    sc_run_log_info(&t->log, "compute threads: %d (--threads 0: %s, as the forward pass of a "
+                    "batch is %.3g GFLOPs, %s %.3g; see docs/cli.md, Threads)", threads, rule,
+                    batch_flops / 1e9, small ? "below" : "not below", SC_ONE_THREAD_FLOPS / 1e9);
+    return SC_OK;
 }
 
 static void describe(sc_trainer *t)
@@ -262,11 +450,19 @@ static sc_status setup(sc_trainer *t, const sc_dist_seat *seat)
     SC_TRY(make_loaders(t));
     SC_TRY(init_state(t));
     SC_TRY(sc_dist_verify(t->dist, &t->s, &t->cfg));
-    if (sc_dist_is_root(t->dist)) /* the others wait for it in sc_dist_start */
-        SC_TRY(prepare_run_dir(t));
-    if (t->cfg.resume && sc_dist_is_root(t->dist))
-        SC_TRY(resume(t));
+    if (sc_dist_is_root(t->dist)) { /* the others wait for it in sc_dist_start */
+        SC_TRY(open_run_dir(t));
+        sc_crash_set_checkpoint(NULL, false); /* a crash report says there is none yet */
+        if (t->cfg.resume)
+            SC_TRY(resume(t));
+    }
     SC_TRY(sc_dist_start(t->dist, t->s.ctx, t->s.params, t->opt, &t->state));
+    if (t->state.finished) { /* sc_trainer_run does nothing */
+        report_finished(t);
+        return SC_OK;
+    }
+    if (sc_dist_is_root(t->dist))
+        SC_TRY(write_config(t));
     SC_TRY(sc_dist_share_blobs(t->dist, &t->hook_blobs));
     SC_TRY(open_log(t));
     SC_TRY(sc_graph_step_init(&t->graphs, t->cfg.cuda_graphs, &t->s, sc_dist_world(t->dist),
@@ -274,6 +470,7 @@ static sc_status setup(sc_trainer *t, const sc_dist_seat *seat)
     SC_TRY(sc_step_pipe_new(t->s.ctx, t->cfg.batch_size, STEPS_IN_FLIGHT, trainer_fold_step, t,
                             &t->pipe));
     SC_TRY(open_tensorboard(t));
+    SC_TRY(size_threads(t));
     describe(t);
     return open_control(t);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "crash.h"
 #include "plugin_loader.h"
 
 typedef struct func_entry {
@@ -142,7 +143,10 @@ sc_status sc_user_funcs_call(const sc_user_funcs *funcs, const char *name, const
     SC_TRY(sc_args_parse(args, "argument", &parsed));
     /* A function that fails without a message must not inherit an old one. */
     sc_error_clear();
+    sc_plugin_call call = {.plugin = e->plugin, .function = "user function", .name = e->func.name};
+    const sc_plugin_call *outer = sc_plugin_call_enter(&call);
     sc_status st = e->func.fn(parsed, out, out_size);
+    sc_plugin_call_leave(outer);
     sc_args_free(parsed);
     out[out_size - 1] = '\0';
     if (st != SC_OK)

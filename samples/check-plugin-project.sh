@@ -1,18 +1,41 @@
 #!/bin/sh
 # Builds samples/plugin-project the way a user does — out of tree, with its
 # Makefile and pkg-config, against an installed scorch (here this build,
-# installed into a staging folder) — checks that each plugin exports only
-# its ABI symbol, then trains it with this build's scorch-train and checks
-# the test accuracy.
+# installed into a staging folder, leaving the build's record of a real
+# install alone) — checks that each plugin exports only its ABI symbol,
+# then trains it with this build's scorch-train and checks the test
+# accuracy.
 #
 # Usage: check-plugin-project.sh MESON BUILD_DIR PROJECT_DIR SCORCH_TRAIN
 set -eu
 meson=$1 build=$2 project=$3 train=$4
 
+build=$(cd "$build" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/scorch-sample-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-"$meson" install --no-rebuild --quiet --destdir "$work/stage" -C "$build"
+# `meson install` writes the list of what it installed (what `meson
+# uninstall` removes) into <build>/meson-logs/install-log.txt. So that the
+# build keeps the record of a real install, the staging runs on a shadow
+# of it: links to its outputs, with a meson-logs and a meson-private of its
+# own (holding a link to install.dat, the list of what to install), as
+# tests/integration/test_install.c does.
+log=$build/meson-logs/install-log.txt
+log_before=$(stat -c %y "$log" 2>/dev/null || echo none)
+shadow=$work/build
+mkdir "$shadow" "$shadow/meson-logs" "$shadow/meson-private"
+for entry in "$build"/*; do
+    case ${entry##*/} in
+    meson-logs | meson-private) ;;
+    *) ln -s "$entry" "$shadow/" ;;
+    esac
+done
+ln -s "$build/meson-private/install.dat" "$shadow/meson-private/"
+"$meson" install --no-rebuild --quiet --destdir "$work/stage" -C "$shadow"
+if [ "$(stat -c %y "$log" 2>/dev/null || echo none)" != "$log_before" ]; then
+    echo "staging the install rewrote $log" >&2
+    exit 1
+fi
 pc=$(find "$work/stage" -name scorch.pc)
 [ -n "$pc" ] || { echo "no scorch.pc installed" >&2; exit 1; }
 

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@ enum {
     IDX_TYPE_U8 = 0x08,
     READ_CHUNK = 1 << 20, /* gzread takes an unsigned int count */
     GZ_BUFFER = 1 << 17,
+    FIRST_ALLOC = 1 << 20, /* the data buffer's size before it grows */
 };
 
 static uint32_t be32(const uint8_t *p)
@@ -111,21 +113,64 @@ static sc_status check_end(gzFile f, const char *path, int64_t expected)
     return SC_OK;
 }
 
-static sc_status read_body(gzFile f, const char *path, int ndim, const int64_t *item_dims,
-                           int64_t *count, uint8_t **data)
+/* The data's size by the header: count items of prod(item_dims) bytes,
+ * refused when that overflows (or exceeds the address space). */
+static sc_status data_bytes(const char *path, int64_t count, int ndim, const int64_t *item_dims,
+                            int64_t *bytes)
 {
-    SC_TRY(read_header(f, path, ndim, item_dims, count));
-    int64_t header = 4 * (1 + ndim), bytes = *count;
-    for (int d = 0; d < ndim - 1; d++)
-        bytes *= item_dims[d];
-    *data = malloc(bytes ? (size_t)bytes : 1);
-    if (!*data)
-        return sc_error_set(SC_ERR_NOMEM, "%s: out of memory for %lld bytes", path,
-                            (long long)bytes);
-    int64_t got = read_full(f, *data, bytes);
+    int64_t n = count;
+    for (int d = 0; d < ndim - 1; d++) {
+        if (item_dims[d] != 0 && n > INT64_MAX / item_dims[d])
+            return sc_error_set(SC_ERR_FORMAT, "%s: the header's %lld items of that shape "
+                                "make more bytes than a file can hold", path, (long long)count);
+        n *= item_dims[d];
+    }
+    if ((uint64_t)n > SIZE_MAX)
+        return sc_error_set(SC_ERR_FORMAT, "%s: the header's %lld bytes of data exceed this "
+                            "machine's address space", path, (long long)n);
+    *bytes = n;
+    return SC_OK;
+}
+
+static sc_status out_of_memory(const char *path, int64_t bytes)
+{
+    return sc_error_set(SC_ERR_NOMEM, "%s: out of memory for %lld bytes", path,
+                        (long long)bytes);
+}
+
+/* Reads the header's `bytes` of data into *data. The buffer grows (from
+ * FIRST_ALLOC, doubling) only as the file delivers data, since a gzip
+ * file's decompressed size is known only once it is read: a header that
+ * claims gigabytes in a file that holds little costs no more than twice
+ * what the file holds, and is reported as truncated. */
+static sc_status read_data(gzFile f, const char *path, int64_t header, int64_t bytes,
+                           uint8_t **data)
+{
+    int64_t cap = bytes < FIRST_ALLOC ? bytes : FIRST_ALLOC, got = 0;
+    if (!(*data = malloc(cap ? (size_t)cap : 1)))
+        return out_of_memory(path, cap);
+    for (;;) {
+        got += read_full(f, *data + got, cap - got);
+        if (got < cap || cap == bytes)
+            break;
+        cap = cap > bytes / 2 ? bytes : 2 * cap;
+        uint8_t *grown = realloc(*data, (size_t)cap);
+        if (!grown)
+            return out_of_memory(path, cap);
+        *data = grown;
+    }
     if (got < bytes)
         return short_read(f, path, header + bytes, header + got, "bytes");
     return check_end(f, path, header + bytes);
+}
+
+static sc_status read_body(gzFile f, const char *path, int ndim, const int64_t *item_dims,
+                           int64_t *count, uint8_t **data)
+{
+    int64_t bytes = 0;
+    SC_TRY(read_header(f, path, ndim, item_dims, count));
+    SC_TRY(data_bytes(path, *count, ndim, item_dims, &bytes));
+    return read_data(f, path, 4 * (1 + ndim), bytes, data);
 }
 
 sc_status idx_read_u8(const char *path, int ndim, const int64_t *item_dims,

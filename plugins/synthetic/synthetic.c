@@ -17,8 +17,9 @@
  * Dataset args: task, classes (4; classification), outputs (1;
  * regression), features (16), train_size (2048), valid_size (512),
  * test_size (512), seed (1), noise (1.0 for classification, 0.1 for
- * regression), nan_sample (-1: none; else the train sample whose input is
- * NaN — fault injection, for testing how a trainer handles a NaN loss).
+ * regression), nan_sample (-1: none; else the sample whose input is NaN
+ * — fault injection, for testing how a trainer handles a NaN loss) and
+ * nan_split (train: the split whose sample that is; or valid, test).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -41,6 +42,7 @@ typedef struct syn_index {
     uint64_t seed;
     float noise;
     int64_t nan_sample;
+    sc_split nan_split;
     /* classification: blob centres [classes, features];
      * regression: weights [outputs, features] */
     float *table;
@@ -71,6 +73,18 @@ static sc_status arg_at_least(const sc_args *args, const char *key, int64_t def,
     return SC_OK;
 }
 
+static sc_status parse_nan_split(const sc_args *args, sc_split *split)
+{
+    const char *v = sc_args_get(args, "nan_split");
+    for (int s = 0; s < SC_SPLIT_COUNT; s++)
+        if (v ? strcmp(v, sc_split_name((sc_split)s)) == 0 : s == SC_SPLIT_TRAIN) {
+            *split = (sc_split)s;
+            return SC_OK;
+        }
+    return sc_error_set(SC_ERR_INVALID, "dataset arg 'nan_split': '%s' is not train, valid "
+                        "or test", v);
+}
+
 /* The arg that belongs to the other task is refused, not ignored. */
 static sc_status check_task_args(const sc_args *args, syn_task task)
 {
@@ -86,7 +100,7 @@ static sc_status parse_options(const sc_args *args, syn_index *ix)
 {
     static const char *const known[] = {"task", "classes", "outputs", "features",
                                         "train_size", "valid_size", "test_size",
-                                        "seed", "noise", "nan_sample", NULL};
+                                        "seed", "noise", "nan_sample", "nan_split", NULL};
     static const char *const size_keys[SC_SPLIT_COUNT] = {"train_size", "valid_size",
                                                           "test_size"};
     static const int64_t size_defaults[SC_SPLIT_COUNT] = {2048, 512, 512};
@@ -107,6 +121,7 @@ static sc_status parse_options(const sc_args *args, syn_index *ix)
         return sc_error_set(SC_ERR_INVALID, "dataset arg 'noise': %g is not a finite "
                             "value >= 0", noise);
     ix->noise = (float)noise;
+    SC_TRY(parse_nan_split(args, &ix->nan_split));
     return sc_args_int(args, "nan_sample", -1, &ix->nan_sample);
 }
 
@@ -228,7 +243,7 @@ static sc_status syn_dataset_getitem(void *dataset, int64_t i, sc_rng *rng,
         make_blob_sample(ix, &own, x, (int64_t *)targets->t[0]->data);
     else
         make_regression_sample(ix, &own, x, sc_tensor_f32(targets->t[0]));
-    if (ds->split == SC_SPLIT_TRAIN && i == ix->nan_sample)
+    if (ds->split == ix->nan_split && i == ix->nan_sample)
         x[0] = NAN;
     return SC_OK;
 }

@@ -2,12 +2,12 @@
  * loss stops improving, and keeps its count in the run's checkpoints so
  * that a resumed run stops exactly where an unbroken one would.
  *
- *   scorch-train --model mlp.so --dataset synthetic.so --hooks early_stopping.so
+ *   scorch-train --model mlp.so --dataset synthetic.so \
+ *       --hooks early_stopping.so --hooks-args patience=5,min_delta=0.001
  *
- * A hooks plugin takes no arguments; this one reads two environment
- * variables:
- *   EARLY_STOPPING_PATIENCE   epochs without improvement before it stops (3)
- *   EARLY_STOPPING_MIN_DELTA  the least decrease that counts (0)
+ * Its arguments (--hooks-args, read at train_begin):
+ *   patience   epochs without improvement before it stops (3)
+ *   min_delta  the least decrease that counts (0)
  *
  * It watches phase_end of the epoch's own valid pass, not epoch_end: the
  * epoch's checkpoint is written between the two (built-in steps first), so
@@ -16,7 +16,6 @@
  * and train_end run, and the process exits 0. See docs/hooks.md.
  */
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "scorch/scorch.h"
 
@@ -29,19 +28,30 @@ typedef struct watch {
 /* Per training thread: each replica (--replicas) keeps its own, as each
  * MPI rank does in its process. */
 static _Thread_local watch w;
+static _Thread_local int64_t patience;
+static _Thread_local double min_delta;
 
-static double env_number(const char *name, double fallback)
+/* The keys --hooks-args may give; the host refuses any other. */
+SC_PLUGIN_EXPORT const sc_hook_arg_keys scorch_hook_arg_keys = {
+    SC_ABI_HEADER(sc_hook_arg_keys), (const char *const[]){"patience", "min_delta", NULL}};
+
+/* Reads and checks the arguments once, before the first epoch. */
+static sc_status on_train_begin(const sc_hook_context *ctx, const sc_hook_actions *actions)
 {
-    const char *text = getenv(name);
-    return text && text[0] ? atof(text) : fallback;
+    SC_TRY(sc_args_int(ctx->args, "patience", 3, &patience));
+    SC_TRY(sc_args_float(ctx->args, "min_delta", 0, &min_delta));
+    if (patience < 1)
+        return sc_error_set(SC_ERR_INVALID, "patience %lld: expected 1 or more",
+                            (long long)patience);
+    if (!(min_delta >= 0))
+        return sc_error_set(SC_ERR_INVALID, "min_delta %g: expected 0 or more", min_delta);
+    return SC_OK;
 }
 
 static sc_status on_valid_end(const sc_hook_context *ctx, const sc_hook_actions *actions)
 {
     if (ctx->phase != SC_SPLIT_VALID || ctx->extra)
         return SC_OK;
-    int patience = (int)env_number("EARLY_STOPPING_PATIENCE", 3);
-    double min_delta = env_number("EARLY_STOPPING_MIN_DELTA", 0);
     if (!w.have_best || ctx->loss < w.best - min_delta) {
         w = (watch){1, ctx->loss, 0};
     } else {
@@ -80,7 +90,8 @@ static sc_status load(const sc_hook_context *ctx, const sc_hook_actions *actions
 }
 
 SC_PLUGIN_EXPORT const sc_hook_table scorch_hooks = {
-    SC_ABI_HEADER(sc_hook_table), 3, (const sc_hook[]){
+    SC_ABI_HEADER(sc_hook_table), 4, (const sc_hook[]){
+        {"train_begin", "early_stopping_args", on_train_begin, 0},
         {"phase_end", "early_stopping", on_valid_end, 0},
         /* One name for the pair: what save stores, load gets back. */
         {"checkpoint_save", "early_stopping_state", save, 0},

@@ -31,14 +31,18 @@ static sc_status part_name(char *buf, const char *prefix, const char *part)
 }
 
 /* Adds "<prefix>.<part>" to the store, as a trained parameter or a buffer;
- * NULL with the store's message on failure. */
+ * NULL on failure, with the store's message after the layer's name (the
+ * sizes come from plugin code: a shape too large names the layer). */
 static sc_tensor *add_tensor(sc_params *params, const char *prefix, const char *part,
                              bool buffer, int ndim, const int64_t *shape)
 {
     char name[2 * SC_NN_NAME_MAX];
     snprintf(name, sizeof name, "%s.%s", prefix, part);
-    return buffer ? sc_params_add_buffer(params, name, ndim, shape)
-                  : sc_params_add(params, name, ndim, shape);
+    sc_tensor *t = buffer ? sc_params_add_buffer(params, name, ndim, shape)
+                          : sc_params_add(params, name, ndim, shape);
+    if (!t)
+        sc_error_wrap(sc_error_code(), "nn: layer '%s'", prefix);
+    return t;
 }
 
 /* PyTorch's default for linear and convolution layers: kaiming_uniform

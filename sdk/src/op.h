@@ -207,6 +207,10 @@ static inline sc_layer_norm_rows sc_layer_norm_rows_of(const sc_node *node)
 /* Shape-inference helpers shared by descriptors. */
 sc_status sc_infer_same_as_input(const sc_node *node, sc_tensor *out);
 sc_status sc_infer_scalar(const sc_node *node, sc_tensor *out);
+/* sc_tensor_init of an output whose shape the op computed from its inputs'
+ * sizes: one too large for int64_t is refused naming the op. */
+sc_status sc_infer_output(const sc_node *node, sc_tensor *out, sc_dtype dtype, int ndim,
+                          const int64_t *shape);
 sc_status sc_check_f32(const sc_node *node, int input);
 double sc_flops_none(const sc_node *node);
 

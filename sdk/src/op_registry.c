@@ -139,6 +139,14 @@ sc_status sc_infer_same_as_input(const sc_node *node, sc_tensor *out)
     return sc_tensor_init(out, SC_F32, node->in[0]->ndim, node->in[0]->shape);
 }
 
+sc_status sc_infer_output(const sc_node *node, sc_tensor *out, sc_dtype dtype, int ndim,
+                          const int64_t *shape)
+{
+    if (sc_tensor_init(out, dtype, ndim, shape) != SC_OK)
+        return sc_error_wrap(sc_error_code(), "%s: output", op_descs[node->op]->name);
+    return SC_OK;
+}
+
 double sc_flops_none(const sc_node *node)
 {
     (void)node;

@@ -334,7 +334,8 @@ static sc_status take_u64(cursor *c, const char *what, uint64_t *v)
     return SC_OK;
 }
 
-/* Tensor header: dtype, ndim, shape; the byte count must match them. */
+/* Tensor header: dtype, ndim, shape; the byte count must match them. The
+ * element count is sc_tensor_init's, checked against overflow. */
 static sc_status take_tensor_header(cursor *c, uint64_t size, sc_tensor *t)
 {
     uint32_t dtype, ndim;
@@ -345,19 +346,19 @@ static sc_status take_tensor_header(cursor *c, uint64_t size, sc_tensor *t)
     if (ndim > SC_MAX_DIMS)
         return corrupt(c, "tensor rank %u above %d", ndim, SC_MAX_DIMS);
     int64_t shape[SC_MAX_DIMS];
-    uint64_t numel = 1;
     for (uint32_t d = 0; d < ndim; d++) {
         uint64_t dim;
         SC_TRY(take_u64(c, "tensor dimension", &dim));
-        if (dim > INT64_MAX || (dim && numel > UINT64_MAX / dim))
+        if (dim > INT64_MAX)
             return corrupt(c, "tensor dimension %llu out of range", (unsigned long long)dim);
         shape[d] = (int64_t)dim;
-        numel *= dim;
     }
-    if (numel > UINT64_MAX / 8 || numel * sc_dtype_size((sc_dtype)dtype) != size)
+    if (sc_tensor_init(t, (sc_dtype)dtype, (int)ndim, shape) != SC_OK)
+        return corrupt(c, "%s", sc_error_message());
+    if ((uint64_t)sc_tensor_nbytes(t) != size)
         return corrupt(c, "%llu data bytes disagree with dtype and shape",
                        (unsigned long long)size);
-    return sc_tensor_init(t, (sc_dtype)dtype, (int)ndim, shape);
+    return SC_OK;
 }
 
 static sc_status add_entry(sc_ckpt *ck, const ckpt_entry *e)

@@ -28,6 +28,40 @@ const char *sc_dtype_name(sc_dtype dtype)
     }
 }
 
+bool sc_mul_i64(int64_t a, int64_t b, int64_t *product)
+{
+    int64_t p;
+    if (__builtin_mul_overflow(a, b, &p))
+        return false;
+    *product = p;
+    return true;
+}
+
+/* The element count of a valid shape; refused when the product of its
+ * nonzero dimensions, in bytes of dtype, overflows int64_t (a zero
+ * dimension empties the tensor but leaves the other sizes in use). */
+static sc_status shape_numel(sc_dtype dtype, int ndim, const int64_t *shape, int64_t *numel)
+{
+    int64_t nonzero = 1, bytes;
+    bool empty = false, fits = true;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0)
+            return sc_error_set(SC_ERR_INVALID, "negative dimension %lld at axis %d",
+                                (long long)shape[d], d);
+        if (shape[d] == 0)
+            empty = true;
+        else
+            fits = fits && sc_mul_i64(nonzero, shape[d], &nonzero);
+    }
+    char text[SC_MAX_DIMS * 24 + 4];
+    if (!fits || !sc_mul_i64(nonzero, (int64_t)sc_dtype_size(dtype), &bytes))
+        return sc_error_set(SC_ERR_INVALID, "a %s tensor of shape %s is too large: its size "
+                            "overflows 64 bits", sc_dtype_name(dtype),
+                            sc_shape_str(ndim, shape, text, sizeof text));
+    *numel = empty ? 0 : nonzero;
+    return SC_OK;
+}
+
 sc_status sc_tensor_init(sc_tensor *t, sc_dtype dtype, int ndim,
                          const int64_t *shape)
 {
@@ -37,17 +71,11 @@ sc_status sc_tensor_init(sc_tensor *t, sc_dtype dtype, int ndim,
         return sc_error_set(SC_ERR_INVALID,
                             "tensor rank %d outside 0..%d", ndim, SC_MAX_DIMS);
     memset(t, 0, sizeof *t);
+    SC_TRY(shape_numel(dtype, ndim, shape, &t->numel));
     t->dtype = dtype;
     t->ndim = ndim;
-    t->numel = 1;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0)
-            return sc_error_set(SC_ERR_INVALID,
-                                "negative dimension %lld at axis %d",
-                                (long long)shape[d], d);
-        t->shape[d] = shape[d];
-        t->numel *= shape[d];
-    }
+    if (ndim) /* a scalar's shape may be NULL */
+        memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     return SC_OK;
 }
 

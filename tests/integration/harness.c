@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "scorch/serialize.h"
@@ -55,15 +57,25 @@ static void set_env(const char *assignment)
     setenv(name, eq + 1, 1);
 }
 
-run_result run_program(const char *const *argv, const char *env)
+/* UBSan's reports cannot go to a file in a build with ASan too (see
+ * tools/sanitized): a program's report is copied to this test's stderr,
+ * where the sanitizer run looks for it. */
+static void show_sanitizer_report(const char *program, const char *err)
 {
-    char out_path[] = "/tmp/scorch-out-XXXXXX", err_path[] = "/tmp/scorch-err-XXXXXX";
-    close(mkstemp(out_path));
-    close(mkstemp(err_path));
-    pid_t pid = fork();
-    if (pid == 0) {
-        redirect(out_path, STDOUT_FILENO);
-        redirect(err_path, STDERR_FILENO);
+    if (err && strstr(err, ": runtime error: "))
+        fprintf(stderr, "%s reported undefined behaviour:\n%s\n", program, err);
+}
+
+run_handle run_start(const char *const *argv, const char *env)
+{
+    run_handle h = {.out_path = "/tmp/scorch-out-XXXXXX", .err_path = "/tmp/scorch-err-XXXXXX"};
+    snprintf(h.program, sizeof h.program, "%s", argv[0]);
+    close(mkstemp(h.out_path));
+    close(mkstemp(h.err_path));
+    h.pid = fork();
+    if (h.pid == 0) {
+        redirect(h.out_path, STDOUT_FILENO);
+        redirect(h.err_path, STDERR_FILENO);
         int devnull = open("/dev/null", O_RDONLY);
         dup2(devnull, STDIN_FILENO);
         if (env)
@@ -71,16 +83,45 @@ run_result run_program(const char *const *argv, const char *env)
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
+    return h;
+}
+
+/* Waits for pid, killing it (SIGKILL) after timeout_s seconds if > 0. */
+static int wait_child(pid_t pid, double timeout_s)
+{
     int wstatus = 0;
+    for (double waited = 0; timeout_s > 0; waited += 0.01) {
+        if (waitpid(pid, &wstatus, WNOHANG) == pid)
+            return wstatus;
+        if (waited >= timeout_s) {
+            kill(pid, SIGKILL);
+            break;
+        }
+        nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+    }
     waitpid(pid, &wstatus, 0);
+    return wstatus;
+}
+
+run_result run_wait(run_handle *h, double timeout_s)
+{
+    int wstatus = wait_child(h->pid, timeout_s);
     run_result r = {
         .status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus),
-        .out = read_text(out_path),
-        .err = read_text(err_path),
+        .signal = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0,
+        .out = read_text(h->out_path),
+        .err = read_text(h->err_path),
     };
-    unlink(out_path);
-    unlink(err_path);
+    unlink(h->out_path);
+    unlink(h->err_path);
+    show_sanitizer_report(h->program, r.err);
     return r;
+}
+
+run_result run_program(const char *const *argv, const char *env)
+{
+    run_handle h = run_start(argv, env);
+    return run_wait(&h, 0);
 }
 
 void run_result_free(run_result *r)

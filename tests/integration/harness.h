@@ -4,9 +4,11 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 typedef struct run_result {
     int status; /* exit code, or 128 + signal */
+    int signal; /* the signal that ended it; 0 when it exited */
     char *out;  /* everything written to stdout */
     char *err;  /* everything written to stderr */
 } run_result;
@@ -14,6 +16,18 @@ typedef struct run_result {
 /* Runs argv (NULL-terminated; argv[0] a path) to completion, capturing
  * its output; `env` is NULL or "NAME=value" added to the environment. */
 run_result run_program(const char *const *argv, const char *env);
+
+/* The same in two halves, for a test that acts while the program runs:
+ * run_start starts it (argv need not outlive the call); run_wait waits for
+ * it to end, ending it by SIGKILL after timeout_s seconds when > 0. */
+typedef struct run_handle {
+    pid_t pid;
+    char program[4096];              /* argv[0] */
+    char out_path[32], err_path[32]; /* where its output goes meanwhile */
+} run_handle;
+
+run_handle run_start(const char *const *argv, const char *env);
+run_result run_wait(run_handle *h, double timeout_s);
 void run_result_free(run_result *r);
 
 /* SCORCH_BUILD_ROOT/rel; a static buffer per call site is the caller's. */

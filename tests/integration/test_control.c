@@ -157,17 +157,26 @@ static proc ctl_start(const char *run_dir, const char *cmd, const char *arg)
 
 static void pause_briefly(void) { nanosleep(&(struct timespec){0, 2000000}, NULL); }
 
+static double monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* Asks `cmd arg` until it answers want (exactly, or as a part with
- * `part`); a minute at most. */
+ * `part`); a minute at most (by the clock: a sanitized scorch-ctl takes
+ * 100 ms a call, so a count of tries would wait far longer). */
 static void await_answer(const char *run_dir, const char *cmd, const char *arg,
                          const char *want, bool part)
 {
-    for (int tries = 0;; tries++) {
+    double deadline = monotonic_s() + 60;
+    for (;;) {
         run_result r = ctl(run_dir, cmd, arg);
         bool got = r.status == 0 && (part ? strstr(r.out, want) != NULL
                                           : strcmp(r.out, want) == 0);
-        cr_assert(got || tries < 30000, "'%s' never answered '%s': %s%s", cmd, want, r.out,
-                  r.err);
+        cr_assert(got || monotonic_s() < deadline, "'%s' never answered '%s': %s%s", cmd,
+                  want, r.out, r.err);
         run_result_free(&r);
         if (got)
             return;
@@ -501,8 +510,8 @@ Test(hooks, after_backward_sees_every_gradient)
     run_result r = train(dir, 1, NULL, (const char *[]){"CTL_LOG=1", NULL});
     expect_ok(&r);
     run_result_free(&r);
-    cr_expect_eq(scalar_of(dir, "n_grads", 0), 4, "mlp hidden=32: two weights, two biases");
-    double norm = scalar_of(dir, "grad_norm", 0);
+    cr_expect_eq(scalar_of(dir, "n_grads", 1), 4, "mlp hidden=32: two weights, two biases");
+    double norm = scalar_of(dir, "grad_norm", 1);
     cr_expect(isfinite(norm) && norm > 0, "grad norm %g", norm);
 }
 
@@ -575,8 +584,7 @@ Test(hooks, broken_hook_tables_are_refused_at_load)
 
 /* ---- the samples ---- */
 
-static const char *const EARLY[] = {"EARLY_STOPPING_PATIENCE=2", "EARLY_STOPPING_MIN_DELTA=0.001",
-                                    NULL};
+static const char *const EARLY_ARGS = "patience=2,min_delta=0.001";
 
 Test(samples, early_stopping_stops_and_resumes_its_count)
 {
@@ -585,7 +593,9 @@ Test(samples, early_stopping_stops_and_resumes_its_count)
     char dir[DIR];
     temp_dir(dir, sizeof dir);
     const char *early = env_path("SCORCH_EARLY_STOPPING");
-    run_result r = train(dir, 10, (const char *[]){"--lr", "1e-9", "--hooks", early, NULL}, EARLY);
+    run_result r = train(dir, 10, (const char *[]){"--lr", "1e-9", "--hooks", early,
+                                                   "--hooks-args", EARLY_ARGS, NULL},
+                         NULL);
     expect_ok(&r);
     cr_expect(strstr(r.out, "stop requested by a hook: valid loss has not improved"), "%s",
               r.out);
@@ -598,15 +608,24 @@ Test(samples, early_stopping_stops_and_resumes_its_count)
      * count of bad epochs came back from the checkpoint. */
     char split[DIR];
     temp_dir(split, sizeof split);
-    const char *env[] = {EARLY[0], EARLY[1], "SCORCH_TEST_STOP_AT_STEP=64", NULL};
-    r = train(split, 10, (const char *[]){"--lr", "1e-9", "--hooks", early, "--hooks",
-                                          env_path("SCORCH_STOP_HOOK"), NULL},
-              env);
+    r = train(split, 10, (const char *[]){"--lr", "1e-9", "--hooks", early, "--hooks-args",
+                                          EARLY_ARGS, "--hooks", env_path("SCORCH_STOP_HOOK"),
+                                          NULL},
+              (const char *[]){"SCORCH_TEST_STOP_AT_STEP=64", NULL});
     expect_ok(&r);
     run_result_free(&r);
     cr_expect(isnan(metric_of(split, 3, "train", "loss")));
-    r = train(split, 10, (const char *[]){"--lr", "1e-9", "--hooks", early, "--resume", NULL},
-              EARLY);
+    /* The run's config.ini keeps the plugins' arguments (the default
+     * patience, 3, would stop after epoch 4). */
+    bins b = bin();
+    char ini[PATH];
+    snprintf(ini, sizeof ini, "%s", run_file(split, "config.ini"));
+    char *text = read_text(ini);
+    char line[PATH + 64];
+    snprintf(line, sizeof line, "\nhooks = %s\nhooks-args = %s\n", early, EARLY_ARGS);
+    cr_expect(text && strstr(text, line), "config.ini lacks '%s':\n%s", line, text);
+    free(text);
+    r = run_program((const char *[]){b.train, "--config", ini, "--resume", NULL}, NULL);
     expect_ok(&r);
     run_result_free(&r);
     cr_expect(!isnan(metric_of(split, 3, "valid", "loss")));
@@ -618,8 +637,9 @@ Test(samples, warmup_raises_the_lr_step_by_step)
     char dir[DIR];
     temp_dir(dir, sizeof dir);
     run_result r = train(dir, 1, (const char *[]){"--lr", "0.004", "--hooks",
-                                                  env_path("SCORCH_WARMUP"), NULL},
-                         (const char *[]){"WARMUP_STEPS=8", "CTL_LOG=1", NULL});
+                                                  env_path("SCORCH_WARMUP"), "--hooks-args",
+                                                  "steps=8", NULL},
+                         (const char *[]){"CTL_LOG=1", NULL});
     expect_ok(&r);
     run_result_free(&r);
     for (int k = 1; k <= 8; k++) {
@@ -628,7 +648,9 @@ Test(samples, warmup_raises_the_lr_step_by_step)
         expect_close(scalar_of(dir, "lr", k), 0.004 * k / 8, what);
     }
     expect_close(scalar_of(dir, "lr", 20), 0.004, "after the warm-up");
-    expect_close(scalar_of(dir, "warmup_lr", 0), 0.0005, "the first logged warm-up lr");
+    /* batch_begin's scalar lands at the step it sets the lr of. */
+    expect_close(scalar_of(dir, "warmup_lr", 1), 0.0005, "the first logged warm-up lr");
+    expect_close(scalar_of(dir, "warmup_lr", 8), 0.004, "the last logged warm-up lr");
 }
 
 /* ---- devices ---- */
@@ -684,5 +706,100 @@ Test(devices, the_command_line_overrides_the_models_preference)
     argv[7] = "--device", argv[8] = "cpu";
     r = run_program(argv, NULL);
     cr_expect_null(strstr(r.err, "preferred_device"), "%s", r.err);
+    run_result_free(&r);
+}
+
+/* ---- hook arguments, the step of a hook's scalar, status between epochs ---- */
+
+Test(hooks, hooks_args_reach_the_plugin_and_unknown_keys_are_refused)
+{
+    char refusal[PATH + 160];
+    snprintf(refusal, sizeof refusal, "%s: --hooks-args: unknown key 'gate_epok' (did you mean "
+             "'gate_epoch'? the plugin takes gate_epoch, log)", env_path("SCORCH_PROBE_HOOKS"));
+    expect_refused((const char *[]){"--hooks", env_path("SCORCH_PROBE_HOOKS"), "--hooks-args",
+                                    "gate_epok=1", NULL},
+                   refusal);
+    /* start_train's --hooks ctl_hooks is the one before: it takes none. */
+    snprintf(refusal, sizeof refusal, "%s: --hooks-args: unknown key 'log': the plugin takes no "
+             "arguments", env_path("SCORCH_CTL_HOOKS"));
+    expect_refused((const char *[]){"--hooks-args", "log=true", NULL}, refusal);
+    /* A value the plugin cannot read stops the run at train_begin. */
+    expect_refused((const char *[]){"--hooks", env_path("SCORCH_PROBE_HOOKS"), "--hooks-args",
+                                    "log=maybe", NULL},
+                   "hook 'probe_args' of");
+}
+
+/* A step's scalars meet: after_backward's (which logs the batch's loss)
+ * and batch_end's are both at the step the batch makes, and
+ * after_backward's ctx->step is that step. */
+Test(hooks, a_scalar_from_after_backward_lands_at_its_steps_loss)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    run_result r = train(dir, 1, (const char *[]){"--hooks", env_path("SCORCH_PROBE_HOOKS"),
+                                                  "--hooks-args", "log=true", NULL},
+                         NULL);
+    expect_ok(&r);
+    run_result_free(&r);
+    cr_expect(isnan(scalar_of(dir, "probe_ab_loss", 0)), "a scalar of step 1 is at step 0");
+    for (int k = 1; k <= 32; k++) {
+        char what[48];
+        snprintf(what, sizeof what, "after_backward's loss at step %d", k);
+        expect_close(scalar_of(dir, "probe_ab_loss", k), scalar_of(dir, "probe_be_loss", k),
+                     what);
+        cr_expect_eq(scalar_of(dir, "probe_ab_step", k), k, "after_backward's step at step %d",
+                     k);
+    }
+}
+
+/* The value of `key=` in a status line; NaN when absent. */
+static double status_value(const char *line, const char *key)
+{
+    char want[64];
+    snprintf(want, sizeof want, " %s=", key);
+    const char *at = strstr(line, want);
+    return at ? strtod(at + strlen(want), NULL) : NAN;
+}
+
+Test(control, status_between_epochs_labels_the_train_phases_figures)
+{
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    /* --validate-on-train evaluates the train split after training on it:
+     * the figures shown are still the train phase's. */
+    proc run = start_train(dir, 2, (const char *[]){"--hooks", env_path("SCORCH_PROBE_HOOKS"),
+                                                    "--hooks-args", "gate_epoch=1",
+                                                    "--validate-on-train", NULL},
+                           NULL);
+    /* Held at epoch 1's epoch_end, a pause is served between the epochs. */
+    await_answer(dir, "call", "probe_gate_state", "waiting\n", false);
+    proc c = ctl_start(dir, "pause", NULL);
+    await_answer(dir, "status", NULL, "queued=1", true);
+    run_result r = ctl(dir, "call", "probe_open_gate");
+    expect_ok(&r);
+    run_result_free(&r);
+    r = finish(&c);
+    expect_ok(&r);
+    cr_expect_str_eq(r.out, "paused after epoch 1, step 32\n");
+    run_result_free(&r);
+
+    run_result s = ctl(dir, "status", NULL);
+    expect_ok(&s);
+    const char *where = "epoch=1/2 phase=between_epochs batch=32/32 step=32 ";
+    cr_expect(strncmp(s.out, where, strlen(where)) == 0, "%s", s.out);
+    cr_expect(strstr(s.out, " paused=yes "), "%s", s.out);
+    cr_expect(isnan(status_value(s.out, "loss")) && isnan(status_value(s.out, "samples_per_s")),
+              "unlabelled figures: %s", s.out);
+    double train_loss = metric_of(dir, 1, "train", "loss");
+    cr_expect(fabs(status_value(s.out, "train_loss") - train_loss) <= 1e-5 * train_loss,
+              "not epoch 1's train loss %g: %s", train_loss, s.out);
+    cr_expect_gt(status_value(s.out, "train_samples_per_s"), 0, "%s", s.out);
+    run_result_free(&s);
+
+    r = ctl(dir, "resume", NULL);
+    expect_ok(&r);
+    run_result_free(&r);
+    r = finish(&run);
+    expect_ok(&r);
     run_result_free(&r);
 }

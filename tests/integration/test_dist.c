@@ -342,7 +342,12 @@ Test(dist, a_run_saved_by_two_ranks_resumes_in_one_process)
                                    (const char *const[]){"--hooks", getenv("SCORCH_STOP_HOOK"),
                                                          NULL},
                                    (const char *const[]){"SCORCH_TEST_STOP_AT_STEP=40", NULL}));
+    /* The global batch changes: not the same run, so only when asked. */
     run_result r = train_alone(dir, "2", "32", (const char *const[]){"--resume", NULL});
+    cr_assert_eq(r.status, 1, "%s", r.err);
+    cr_assert(strstr(r.err, "ranks (world size): checkpoint has 2, now 1"), "%s", r.err);
+    run_result_free(&r);
+    r = train_alone(dir, "2", "32", (const char *const[]){"--resume", "--resume-anyway", NULL});
     expect_ok(&r);
     /* Batch 8 of 2 ranks is batch 16 of one: the same samples are done. */
     cr_assert(strstr(r.err, "saved by 2 ranks at batch 8") && strstr(r.err, "batch 16 (0 "),

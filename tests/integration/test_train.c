@@ -177,9 +177,10 @@ Test(train, nan_loss_stops_and_keeps_the_last_checkpoint)
     run_dir_file(last, dir, "checkpoints/last.ckpt");
     size_t size_before, size_after;
     char *before = read_file(last, &size_before);
-    run_result r = train_synthetic(dir, 3, (const char *[]){"--resume", "--dataset-args", "nan_sample=5",
-                                                 NULL},
-                        NULL);
+    run_result r = train_synthetic(dir, 3, (const char *[]){"--resume", "--resume-anyway",
+                                                           "--dataset-args", "nan_sample=5",
+                                                           NULL},
+                                   NULL);
     cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
     cr_assert(strstr(r.err, "loss is"), "%s", r.err);
     cr_assert(strstr(r.err, "last good one"), "%s", r.err);
@@ -308,4 +309,69 @@ Test(cli, help_lists_options_and_bad_values_are_named)
     cr_assert_eq(r.status, 2);
     cr_assert(strstr(r.err, "epochs"), "%s", r.err);
     run_result_free(&r);
+}
+
+/* The dataset indices a run into a NaN sample (5) names: its stderr's list
+ * after "the batch's samples: ", into samples (at most 16); their count. */
+static int nan_batch_samples(int batch_size, long long *samples, char *tail, size_t tail_size)
+{
+    char dir[DIR], size_arg[16];
+    temp_dir(dir, sizeof dir);
+    snprintf(size_arg, sizeof size_arg, "%d", batch_size);
+    run_result r = train_synthetic(dir, 1, (const char *[]){"--dataset-args", "nan_sample=5",
+                                                            "--batch-size", size_arg, NULL},
+                                   NULL);
+    cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+    const char *loss = strstr(r.err, "train loss is ");
+    const char *list = strstr(r.err, "; the batch's samples: ");
+    cr_assert(loss && list && loss < list, "%s", r.err);
+    char *at = (char *)list + strlen("; the batch's samples: ");
+    int n = 0;
+    for (char *end; n < 16; at = end + (*end == ',') + (end[*end == ','] == ' ')) {
+        long long v = strtoll(at, &end, 10);
+        if (end == at)
+            break;
+        samples[n++] = v;
+    }
+    snprintf(tail, tail_size, "%.*s", (int)strcspn(at, "\n"), at);
+    run_result_free(&r);
+    return n;
+}
+
+Test(train, a_nan_loss_names_the_samples_of_its_batch)
+{
+    long long samples[16];
+    char tail[64];
+    int n = nan_batch_samples(8, samples, tail, sizeof tail);
+    cr_expect_eq(n, 8, "a batch of 8 names all 8");
+    cr_expect_str_eq(tail, "", "nothing after the list");
+    bool has_nan_sample = false;
+    for (int i = 0; i < n; i++)
+        has_nan_sample |= samples[i] == 5;
+    cr_expect(has_nan_sample, "sample 5 is not among those named");
+
+    n = nan_batch_samples(16, samples, tail, sizeof tail);
+    cr_expect_eq(n, 8, "a batch of 16 names its first 8");
+    cr_expect_str_eq(tail, "... (16 in all)");
+}
+
+/* A NaN in a valid or test sample (70, in the second batch of 64, in
+ * order) is named as a train one is. */
+Test(train, a_nan_eval_loss_names_the_samples_of_its_batch)
+{
+    const char *const splits[] = {"valid", "test"};
+    for (int i = 0; i < 2; i++) {
+        char dir[DIR], args[64], want[160];
+        temp_dir(dir, sizeof dir);
+        snprintf(args, sizeof args, "nan_sample=70,nan_split=%s", splits[i]);
+        run_result r = train_synthetic(dir, 1, (const char *[]){"--dataset-args", args, NULL},
+                                       NULL);
+        cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+        snprintf(want, sizeof want, "%s loss is ", splits[i]);
+        const char *loss = strstr(r.err, want);
+        snprintf(want, sizeof want, " at epoch 1, batch 1; the batch's samples: 64, 65, 66, 67, "
+                 "68, 69, 70, 71, ... (64 in all)\n");
+        cr_expect(loss && strstr(loss, want), "%s", r.err);
+        run_result_free(&r);
+    }
 }

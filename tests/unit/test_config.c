@@ -440,7 +440,8 @@ Test(config, long_ini_lines_load_or_are_refused_whole)
     assert_message_has(":3: line longer than");
 }
 
-/* Every option, set away from its default, survives write and load. */
+/* Every option, set away from its default, survives write and load (where
+ * each came from does not: loaded, it comes from a line of the file). */
 static void assert_round_trip(const sc_config *c, sc_program program)
 {
     char path[64];
@@ -453,6 +454,7 @@ static void assert_round_trip(const sc_config *c, sc_program program)
     sc_config expect;
     memcpy(&expect, c, sizeof expect); /* with its padding, for memcmp */
     memset(expect.config, 0, sizeof expect.config); /* the one option not written */
+    memcpy(expect.origin, back.origin, sizeof expect.origin);
     cr_assert_eq(memcmp(&back, &expect, sizeof back), 0, "the config changed in a round trip");
 }
 
@@ -463,18 +465,25 @@ Test(config, written_config_loads_back_identically)
                        "/data/fashion mnist", "--dataset-args=valid_size=5000", "--hooks",
                        "h.so", "--epochs", "7", "--batch-size", "100000000000", "--optimizer",
                        "sgd", "--hooks", "h2.so", "--lr", "0.1", "--weight-decay", "3e-4",
-                       "--momentum", "0.95",
-                       "--nesterov", "--beta1", "0.85", "--beta2", "0.9999", "--eps", "1e-7",
-                       "--lr-schedule", "step", "--warmup-steps", "100", "--lr-step-epochs", "2",
-                       "--lr-gamma", "0.3333333333333333", "--lr-min", "1e-6", "--lr-patience",
-                       "4", "--lr-factor", "0.5", "--seed", "18446744073709551615", "--workers",
-                       "0", "--prefetch", "8", "--threads", "2", "--device", "cuda:1",
+                       "--momentum", "0.95", "--nesterov", "--lr-schedule", "step",
+                       "--warmup-steps", "100", "--lr-step-epochs", "2", "--lr-gamma",
+                       "0.3333333333333333", "--seed", "18446744073709551615", "--workers",
+                       "0", "--prefetch", "8", "--threads", "1", "--device", "cuda:1",
                        "--run-dir", "runs/x", "--resume", "runs/x/last.ckpt",
                        "--checkpoint-every", "500", "--keep-last", "5",
                        "--max-train-iterations", "10", "--max-valid-iterations", "11",
                        "--max-test-iterations", "12", "--validate-on-train", "--quiet",
                        "--config", "/dev/null"),
                  SC_OK, "%s", sc_error_message());
+    assert_round_trip(&c, SC_PROGRAM_TRAIN);
+    /* the other optimizers' and schedules' options */
+    cr_assert_eq(TRAIN(&c, "--optimizer", "adamw", "--beta1", "0.85", "--beta2", "0.9999",
+                       "--eps", "1e-7", "--lr-schedule", "plateau", "--lr-patience", "4",
+                       "--lr-factor", "0.5"),
+                 SC_OK, "%s", sc_error_message());
+    assert_round_trip(&c, SC_PROGRAM_TRAIN);
+    cr_assert_eq(TRAIN(&c, "--lr-schedule", "cosine", "--lr-min", "1e-6"), SC_OK, "%s",
+                 sc_error_message());
     assert_round_trip(&c, SC_PROGRAM_TRAIN);
 
     cr_assert_eq(TRAIN(&c, "--resume"), SC_OK);
@@ -512,19 +521,35 @@ static int help_options(sc_program program, char names[][64], int max)
     return n;
 }
 
+/* The config.ini written for c, appended to text. */
+static void append_written(const sc_config *c, sc_program program, char *text, size_t size)
+{
+    char path[64];
+    write_file(path, "");
+    cr_assert_eq(sc_config_write_ini(c, program, path), SC_OK, "%s", sc_error_message());
+    FILE *f = fopen(path, "r");
+    size_t len = strlen(text);
+    text[len + fread(text + len, 1, size - 1 - len, f)] = '\0';
+    fclose(f);
+    unlink(path);
+}
+
+/* Every option is written where it is in use: over the optimizers and
+ * schedules, each shows up. */
 Test(config, written_config_has_every_option_of_the_program)
 {
+    static const char *const choices[][2] = {
+        {"sgd", "step"}, {"adam", "cosine"}, {"adamw", "plateau"}, {"adam", "constant"}};
     for (sc_program program = SC_PROGRAM_TRAIN; program <= SC_PROGRAM_TEST; program++) {
-        sc_config c;
-        sc_config_defaults(&c);
-        char path[64];
-        write_file(path, "");
-        cr_assert_eq(sc_config_write_ini(&c, program, path), SC_OK);
-        FILE *f = fopen(path, "r");
-        static char text[16384];
-        text[fread(text, 1, sizeof text - 1, f)] = '\0';
-        fclose(f);
-        unlink(path);
+        static char text[65536];
+        text[0] = '\0';
+        for (size_t k = 0; k < sizeof choices / sizeof choices[0]; k++) {
+            sc_config c;
+            sc_config_defaults(&c);
+            strcpy(c.optimizer, choices[k][0]);
+            strcpy(c.lr_schedule, choices[k][1]);
+            append_written(&c, program, text, sizeof text);
+        }
         char names[64][64];
         int n = help_options(program, names, 64);
         cr_assert_gt(n, 5);
@@ -533,7 +558,7 @@ Test(config, written_config_has_every_option_of_the_program)
                             !strcmp(names[i], "version");
             char key[80];
             snprintf(key, sizeof key, "\n%.63s =", names[i]);
-            cr_expect_eq(strstr(text, key) != NULL, !cli_only, "%s: '%s' %s", path, names[i],
+            cr_expect_eq(strstr(text, key) != NULL, !cli_only, "config.ini: '%s' %s", names[i],
                          cli_only ? "written" : "missing");
         }
     }
@@ -583,4 +608,344 @@ Test(config, suggestions_catch_typos_only)
     cr_expect_str_eq(sc_name_suggest("batchend", names, 3), "batch_end");
     cr_expect_null(sc_name_suggest("train_begin", names, 3));
     cr_expect_null(sc_name_suggest("xyz", names, 3));
+}
+
+/* ---- options the run would ignore, the machine's limits, binary files ---- */
+
+Test(config, options_the_chosen_optimizer_or_schedule_does_not_use_are_refused)
+{
+    static const struct {
+        const char *args[5], *message;
+    } refused[] = {
+        {{"--momentum", "0.5"},
+         "--momentum is for --optimizer sgd, not adam (the default): remove it, or choose "
+         "--optimizer sgd"},
+        {{"--optimizer", "adamw", "--nesterov"}, "--nesterov is for --optimizer sgd, not adamw"},
+        {{"--optimizer", "sgd", "--beta2", "0.99"},
+         "--beta2 is for --optimizer adam|adamw, not sgd"},
+        {{"--eps", "1e-6", "--optimizer=sgd"}, "--eps is for --optimizer adam|adamw, not sgd"},
+        {{"--lr-min", "0.1"}, "--lr-min is for --lr-schedule cosine, not constant (the default)"},
+        {{"--lr-schedule", "step", "--lr-patience", "3"},
+         "--lr-patience is for --lr-schedule plateau, not step"},
+        {{"--lr-gamma", "0.5", "--lr-schedule", "cosine"},
+         "--lr-gamma is for --lr-schedule step, not cosine"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        char *extra[6] = {0};
+        memcpy(extra, refused[i].args, sizeof refused[i].args);
+        sc_config c;
+        cr_assert_eq(train(&c, extra), SC_ERR_INVALID, "case %zu was accepted", i);
+        assert_message_has(refused[i].message);
+    }
+    sc_config c;
+    cr_expect_eq(TRAIN(&c, "--optimizer", "sgd", "--momentum", "0.5", "--nesterov"), SC_OK,
+                 "%s", sc_error_message());
+    cr_expect_eq(TRAIN(&c, "--beta1", "0.8", "--beta2", "0.99", "--eps", "1e-6"), SC_OK, "%s",
+                 sc_error_message());
+    cr_expect_eq(TRAIN(&c, "--lr-schedule", "plateau", "--lr-patience", "2", "--lr-factor",
+                       "0.5"),
+                 SC_OK, "%s", sc_error_message());
+    cr_expect_eq(TRAIN(&c, "--optimizer", "sgd"), SC_OK, "defaults are never refused: %s",
+                 sc_error_message());
+}
+
+Test(config, an_ini_files_unused_option_is_refused_by_line_unless_the_command_line_uses_it)
+{
+    char path[64];
+    write_file(path, "[train]\noptimizer = adam\nmomentum = 0.8\n");
+    sc_config c;
+    cr_assert_eq(TRAIN(&c, "--config", path), SC_ERR_INVALID);
+    assert_message_has(path);
+    assert_message_has(":3: momentum is for --optimizer sgd, not adam: remove it");
+    cr_assert_eq(TRAIN(&c, "--config", path, "--optimizer", "sgd"), SC_OK, "%s",
+                 sc_error_message());
+    cr_expect_eq(c.momentum, 0.8);
+    unlink(path);
+}
+
+Test(config, user_set_tells_given_values_from_defaults)
+{
+    char path[64];
+    write_file(path, "[train]\nbeta2 = 0.999\n");
+    sc_config c;
+    cr_assert_eq(TRAIN(&c, "--config", path, "--epochs", "10", "--no-quiet"), SC_OK, "%s",
+                 sc_error_message());
+    unlink(path);
+    cr_expect(sc_config_user_set(&c, "beta2"), "set in the INI file, to its default");
+    cr_expect(sc_config_user_set(&c, "epochs"), "set on the command line, to its default");
+    cr_expect(sc_config_user_set(&c, "quiet"), "--no-quiet sets quiet");
+    cr_expect(sc_config_user_set(&c, "model"));
+    cr_expect_not(sc_config_user_set(&c, "beta1"));
+    cr_expect_not(sc_config_user_set(&c, "momentum"));
+    cr_expect_not(sc_config_user_set(&c, "no-such-option"));
+    sc_config_defaults(&c);
+    cr_expect_not(sc_config_user_set(&c, "model"));
+}
+
+/* The written config.ini leaves out what the run does not use, so that
+ * --config loads it back without a refusal. */
+Test(config, written_config_leaves_out_unused_options_and_loads_back)
+{
+    static const struct {
+        const char *args[4], *written, *left_out;
+    } runs[] = {
+        {{"--optimizer", "sgd", "--nesterov"}, "\nmomentum = 0.9\n", "\nbeta1 ="},
+        {{"--lr-schedule", "cosine", "--lr-min", "0.01"}, "\nlr-min = 0.01\n", "\nmomentum ="},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        char *extra[5] = {0};
+        memcpy(extra, runs[i].args, sizeof runs[i].args);
+        sc_config c;
+        cr_assert_eq(train(&c, extra), SC_OK, "%s", sc_error_message());
+        char written[64];
+        write_file(written, "");
+        cr_assert_eq(sc_config_write_ini(&c, SC_PROGRAM_TRAIN, written), SC_OK);
+        static char text[16384];
+        FILE *f = fopen(written, "r");
+        text[fread(text, 1, sizeof text - 1, f)] = '\0';
+        fclose(f);
+        cr_expect(strstr(text, runs[i].written), "case %zu lacks '%s'", i, runs[i].written);
+        cr_expect_not(strstr(text, runs[i].left_out), "case %zu has '%s'", i,
+                      runs[i].left_out);
+        cr_expect(strstr(text, "\nlr-patience") == NULL, "a plateau option without plateau");
+        sc_config back;
+        cr_expect_eq(TRAIN(&back, "--config", written), SC_OK, "%s", sc_error_message());
+        unlink(written);
+    }
+}
+
+Test(config, threads_and_workers_are_bounded_by_the_machine)
+{
+    sc_config c;
+    cr_assert_eq(TRAIN(&c, "--threads", "100000"), SC_ERR_INVALID);
+    assert_message_has("--threads: 100000 is more than ");
+    assert_message_has("(the cores this process may run on)");
+    cr_assert_eq(TRAIN(&c, "--workers", "100000"), SC_ERR_INVALID);
+    assert_message_has("--workers: 100000 is more than ");
+    assert_message_has("4 per core for the ");
+    assert_message_has("256 at most");
+    cr_expect_eq(TRAIN(&c, "--threads", "1", "--workers", "4"), SC_OK, "%s",
+                 sc_error_message());
+
+    bool exit_now;
+    char *test[] = {"scorch-test", "--checkpoint", "c.ckpt", "--workers=257", NULL};
+    cr_assert_eq(parse_argv(&c, SC_PROGRAM_TEST, test, &exit_now), SC_ERR_INVALID);
+    assert_message_has("--workers: 257 is more than ");
+
+    /* An INI file's value is checked as the final one: the command line
+     * may lower it (a config.ini from a bigger machine). */
+    char path[64];
+    write_file(path, "[train]\nthreads = 100000\n");
+    cr_assert_eq(TRAIN(&c, "--config", path), SC_ERR_INVALID);
+    assert_message_has(path);
+    assert_message_has(":2: threads: 100000 is more than ");
+    cr_expect_eq(TRAIN(&c, "--config", path, "--threads", "0"), SC_OK, "%s",
+                 sc_error_message());
+    unlink(path);
+}
+
+/* The message of the last error shows no byte outside printable ASCII and
+ * stays short. */
+static void assert_message_printable(void)
+{
+    const char *m = sc_error_message();
+    for (const char *p = m; *p; p++)
+        cr_assert((unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7f,
+                  "byte 0x%02x at %zu of the message", (unsigned char)*p, (size_t)(p - m));
+    cr_expect_lt(strlen(m), 400, "a message of %zu characters", strlen(m));
+}
+
+Test(config, ini_messages_escape_what_a_binary_file_holds)
+{
+    static const struct {
+        const char *text, *part;
+    } cases[] = {
+        {"[train]\nepochs = \x1b]0;owned\x07\x01\n",
+         "epochs: '\\x1b]0;owned\\x07\\x01' is not an integer"},
+        {"[train]\n\x1b[2J\x01 = 1\n", "unknown option \\x1b[2J\\x01"},
+        {"[tr\x1b" "ain]\nepochs = 1\n", "section [tr\\x1bain]"},
+        {"[train]\nmodel = a\x1b[31mb.so\n", "model: 'a\\x1b[31mb.so' holds a control character"},
+        {"[train]\nhooks = h\x7f.so\n", "hooks: 'h\\x7f.so' holds a control character"},
+        {"[train]\nlr = \xff\xfe\x80\n", "lr: '\\xff\\xfe\\x80' is not a number"},
+    };
+    sc_config c;
+    char path[64];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_neq(load_text(&c, cases[i].text, path), SC_OK, "case %zu loaded", i);
+        assert_message_printable();
+        assert_message_has(cases[i].part);
+    }
+    /* a long value is cut */
+    static char text[4096];
+    int n = snprintf(text, sizeof text, "[train]\ndataset-path = ");
+    memset(text + n, '\x01', 3000);
+    text[n + 3000] = '\0';
+    cr_assert_neq(load_text(&c, text, path), SC_OK);
+    assert_message_printable();
+    assert_message_has("...' holds a control character");
+    /* and any binary file */
+    for (uint32_t seed = 1; seed <= 20; seed++) {
+        uint32_t x = seed;
+        n = snprintf(text, sizeof text, "[train]\n");
+        for (int k = n; k < 3000; k++) {
+            x = x * 1103515245u + 12345u;
+            text[k] = (char)((x >> 16) % 255 + 1); /* no NUL: the file is text to fgets */
+        }
+        text[3000] = '\0';
+        if (load_text(&c, text, path) != SC_OK)
+            assert_message_printable();
+    }
+}
+
+/* ---- --hooks-args ---- */
+
+Test(config, hooks_args_go_with_the_hooks_before_them)
+{
+    sc_config c;
+    cr_assert_eq(TRAIN(&c, "--hooks", "a.so", "--hooks-args", "patience=2", "--hooks", "b.so",
+                       "--hooks", "c.so", "--hooks-args=x=1,y=2"),
+                 SC_OK, "%s", sc_error_message());
+    cr_assert_eq(c.hooks.n, 3);
+    cr_expect_str_eq(c.hooks.args[0], "patience=2");
+    cr_expect_str_eq(c.hooks.args[1], "");
+    cr_expect_str_eq(c.hooks.args[2], "x=1,y=2");
+
+    cr_assert_eq(TRAIN(&c, "--hooks-args", "k=1", "--hooks", "a.so"), SC_ERR_INVALID);
+    assert_message_has("--hooks-args must follow the --hooks it is for");
+    cr_assert_eq(TRAIN(&c, "--hooks", "a.so", "--hooks-args", "k=1", "--hooks-args", "k=2"),
+                 SC_ERR_INVALID);
+    assert_message_has("--hooks-args: 'k=2' is the second for a.so (the first: 'k=1')");
+}
+
+Test(config, hooks_args_in_ini_files_and_the_written_config)
+{
+    sc_config c;
+    char path[64];
+    cr_assert_eq(load_text(&c, "[train]\nhooks = a.so\nhooks-args = patience=2\nhooks = b.so\n",
+                           path),
+                 SC_OK, "%s", sc_error_message());
+    cr_assert_eq(c.hooks.n, 2);
+    cr_expect_str_eq(c.hooks.args[0], "patience=2");
+    cr_expect_str_eq(c.hooks.args[1], "");
+    cr_expect_eq(load_text(&c, "[train]\nhooks-args = patience=2\n", path), SC_ERR_INVALID);
+    assert_message_has(":2: hooks-args must follow the hooks it is for");
+
+    /* The command line's --hooks-args never goes with the INI file's hooks. */
+    write_file(path, "[train]\nhooks = a.so\n");
+    cr_expect_eq(TRAIN(&c, "--config", path, "--hooks-args", "k=1"), SC_ERR_INVALID);
+    assert_message_has("--hooks-args must follow the --hooks it is for");
+    unlink(path);
+
+    /* Written after each path, and read back the same. */
+    cr_assert_eq(TRAIN(&c, "--hooks", "a.so", "--hooks-args", "k=1", "--hooks", "b.so"), SC_OK);
+    char *text;
+    cr_assert_eq(sc_config_ini_text(&c, SC_PROGRAM_TRAIN, &text), SC_OK, "%s",
+                 sc_error_message());
+    cr_expect(strstr(text, "\nhooks = a.so\nhooks-args = k=1\nhooks = b.so\nhooks-args =\n"),
+              "%s", text);
+    sc_config back;
+    write_file(path, text);
+    free(text);
+    cr_assert_eq(TRAIN(&back, "--config", path), SC_OK, "%s", sc_error_message());
+    unlink(path);
+    cr_expect_eq(memcmp(&back.hooks, &c.hooks, sizeof c.hooks), 0, "the list did not read back");
+}
+
+/* ---- resume: the options that may change, and the others listed ---- */
+
+typedef struct changes_seen {
+    int n;
+    char text[2048]; /* "option: was -> now (lost)" lines */
+} changes_seen;
+
+static void collect_change(void *user, const sc_config_change *c)
+{
+    changes_seen *seen = user;
+    size_t used = strlen(seen->text);
+    snprintf(seen->text + used, sizeof seen->text - used, "%s: %s -> %s (%s)\n", c->option,
+             c->was, c->now, c->lost);
+    seen->n++;
+}
+
+static changes_seen resume_changes(const sc_config *saved, const sc_config *now)
+{
+    changes_seen seen = {0};
+    int n = sc_config_resume_changes(saved, now, collect_change, &seen);
+    cr_assert_eq(n, seen.n, "the count and the calls disagree");
+    return seen;
+}
+
+Test(config, resume_lists_every_option_that_changes_the_run)
+{
+    sc_config saved, now;
+    cr_assert_eq(TRAIN(&saved, "--batch-size", "64", "--seed", "7"), SC_OK);
+    cr_assert_eq(TRAIN(&now, "--batch-size", "32", "--seed", "8", "--model-args", "hidden=16",
+                       "--lr", "0.01", "--threads", "1"),
+                 SC_OK, "%s", sc_error_message());
+    changes_seen seen = resume_changes(&saved, &now);
+    cr_assert_eq(seen.n, 5, "%s", seen.text);
+    const char *want[] = {"model-args:  -> hidden=16 (the model or the data",
+                          "lr: 0.001 -> 0.01 (the optimizer's updates",
+                          "batch-size: 64 -> 32 (the batches", "seed: 7 -> 8 (", "threads: 0 -> 1 ("};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        cr_assert(strstr(seen.text, want[i]), "'%s' not in:\n%s", want[i], seen.text);
+    cr_assert_eq(sc_config_resume_changes(&saved, &saved, NULL, NULL), 0);
+}
+
+Test(config, resume_accepts_the_options_that_may_change)
+{
+    sc_config saved, now;
+    cr_assert_eq(TRAIN(&saved, "--lr-schedule", "cosine"), SC_OK, "%s", sc_error_message());
+    cr_assert_eq(TRAIN(&now, "--lr-schedule", "cosine", "--lr-min", "1e-5", "--epochs", "20",
+                       "--workers", "0", "--prefetch", "9", "--checkpoint-every", "5",
+                       "--keep-last", "1", "--no-tensorboard", "--histogram-every", "0",
+                       "--run-dir", "elsewhere", "--resume", "--resume-anyway", "--quiet",
+                       "--hooks", "h.so", "--hooks-args", "k=v", "--max-test-iterations", "3",
+                       "--validate-on-train", "--collective-timeout", "5", "--dataset-path",
+                       "/moved", "--model", "moved/m.so", "--dataset", "moved/d.so"),
+                 SC_OK, "%s", sc_error_message());
+    changes_seen seen = resume_changes(&saved, &now);
+    cr_assert_eq(seen.n, 0, "%s", seen.text);
+}
+
+Test(config, resume_compares_the_choice_not_the_options_it_leaves_unused)
+{
+    sc_config saved, now;
+    cr_assert_eq(TRAIN(&saved, "--optimizer", "sgd", "--momentum", "0.5"), SC_OK, "%s",
+                 sc_error_message());
+    cr_assert_eq(TRAIN(&now, "--optimizer", "adam"), SC_OK, "%s", sc_error_message());
+    changes_seen seen = resume_changes(&saved, &now);
+    cr_assert_eq(seen.n, 1, "%s", seen.text);
+    cr_assert(strstr(seen.text, "optimizer: sgd -> adam"), "%s", seen.text);
+}
+
+Test(config, ini_text_loads_like_a_file_and_its_errors_carry_its_name)
+{
+    sc_config cfg;
+    sc_config_defaults(&cfg);
+    cr_assert_eq(sc_config_load_ini_text(&cfg, SC_PROGRAM_TRAIN, "[train]\nepochs = 4\n", "blob"),
+                 SC_OK, "%s", sc_error_message());
+    cr_assert_eq(cfg.epochs, 4);
+    cr_assert_eq(sc_config_load_ini_text(&cfg, SC_PROGRAM_TRAIN, "", "blob"), SC_OK);
+    cr_assert_eq(sc_config_load_ini_text(&cfg, SC_PROGRAM_TRAIN, "[train]\n\nepochs = x\n",
+                                         "a.ckpt (its saved config)"),
+                 SC_ERR_INVALID);
+    assert_message_has("a.ckpt (its saved config):3: epochs");
+}
+
+/* "--drop-last false" reads as INI notation but a flag takes no value:
+ * the message shows the two spellings rather than "unexpected argument". */
+Test(config, a_value_given_to_a_flag_shows_its_two_forms)
+{
+    sc_config c;
+    cr_assert_eq(TRAIN(&c, "--drop-last", "false"), SC_ERR_INVALID);
+    assert_message_has("--drop-last takes no value (got 'false'): write --drop-last to turn it "
+                       "on, --no-drop-last to turn it off");
+    cr_assert_eq(TRAIN(&c, "--tensorboard", "false", "--epochs", "2"), SC_ERR_INVALID);
+    assert_message_has("--tensorboard takes no value (got 'false'): write --tensorboard");
+    cr_assert_eq(TRAIN(&c, "--no-drop-last=true"), SC_ERR_INVALID);
+    assert_message_has("--no-drop-last takes no value (got 'true'): write --drop-last to turn it "
+                       "on, --no-drop-last");
+    cr_assert_eq(TRAIN(&c, "--no-drop-last", "--tensorboard"), SC_OK, "%s", sc_error_message());
+    cr_assert(!c.drop_last && c.tensorboard);
 }

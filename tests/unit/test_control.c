@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -236,7 +237,7 @@ Test(control, call_runs_a_user_function_on_the_control_thread)
 {
     sc_plugin_lib lib;
     sc_user_funcs *funcs;
-    cr_assert_eq(sc_hooks_lib_open(fixture("funcs_only"), &lib), SC_OK, "%s",
+    cr_assert_eq(sc_hooks_lib_open(fixture("funcs_only"), NULL, &lib), SC_OK, "%s",
                  sc_error_message());
     cr_assert_eq(sc_user_funcs_new(&funcs), SC_OK);
     cr_assert_eq(sc_user_funcs_add(funcs, lib.user_funcs, lib.path), SC_OK, "%s",
@@ -252,6 +253,87 @@ Test(control, call_runs_a_user_function_on_the_control_thread)
     sc_control_close(ctl);
     sc_user_funcs_free(funcs);
     sc_plugin_lib_close(&lib);
+}
+
+/* ---- clients that do not finish their line ---- */
+
+/* A connection to run_dir's socket, for a client that may never write. */
+static int connect_raw(void)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert(fd >= 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s/%s", run_dir, SC_CONTROL_SOCKET);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&addr, sizeof addr), 0);
+    return fd;
+}
+
+/* What fd receives until the server closes it, or until nothing has come
+ * for `seconds`. */
+static void read_answer(int fd, int seconds, char *buf, size_t size)
+{
+    struct timeval limit = {seconds, 0};
+    cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit), 0);
+    size_t len = 0;
+    for (ssize_t n; len + 1 < size && (n = recv(fd, buf + len, size - 1 - len, 0)) > 0;)
+        len += (size_t)n;
+    buf[len] = '\0';
+}
+
+/* `status` is answered at once: well within 3 s, where a server that
+ * waited on another client's line would take 5 s for each. */
+static void assert_status_answered(void)
+{
+    int fd = connect_raw();
+    cr_assert_eq(send(fd, "status\n", 7, 0), 7);
+    char answer[512];
+    read_answer(fd, 3, answer, sizeof answer);
+    close(fd);
+    cr_expect(strncmp(answer, "ok epoch=", 9) == 0, "status answered '%s'", answer);
+}
+
+Test(control, clients_that_send_nothing_or_half_a_line_hold_up_no_other)
+{
+    sc_control *ctl;
+    cr_assert_eq(sc_control_open(run_dir, NULL, &ctl), SC_OK, "%s", sc_error_message());
+    int silent = connect_raw(), halfway = connect_raw();
+    cr_assert_eq(send(halfway, "sta", 3, 0), 3);
+    assert_status_answered(); /* while both stay connected */
+    close(silent);
+    close(halfway);
+    sc_control_close(ctl);
+}
+
+Test(control, a_crowd_of_silent_clients_cannot_shut_another_out)
+{
+    sc_control *ctl;
+    cr_assert_eq(sc_control_open(run_dir, NULL, &ctl), SC_OK, "%s", sc_error_message());
+    enum { CROWD = 20 };
+    int crowd[CROWD];
+    for (int i = 0; i < CROWD; i++)
+        crowd[i] = connect_raw();
+    assert_status_answered();
+    char answer[256]; /* the first of the crowd made room, and was told */
+    read_answer(crowd[0], 3, answer, sizeof answer);
+    cr_expect(strstr(answer, "error dropped before a whole command came"), "answered '%s'",
+              answer);
+    for (int i = 0; i < CROWD; i++)
+        close(crowd[i]);
+    sc_control_close(ctl);
+}
+
+Test(control, a_line_late_by_its_deadline_is_answered_an_error)
+{
+    sc_control *ctl;
+    cr_assert_eq(sc_control_open(run_dir, NULL, &ctl), SC_OK, "%s", sc_error_message());
+    int halfway = connect_raw();
+    cr_assert_eq(send(halfway, "sta", 3, 0), 3);
+    char answer[256];
+    read_answer(halfway, 10, answer, sizeof answer);
+    cr_expect_str_eq(answer, "error no whole command line came within 5 s\n");
+    close(halfway);
+    assert_status_answered();
+    sc_control_close(ctl);
 }
 
 /* ---- the registry ---- */
@@ -311,7 +393,8 @@ Test(user_funcs, a_duplicate_in_a_plugin_is_refused)
 {
     sc_plugin_lib lib;
     sc_user_funcs *funcs;
-    cr_assert_eq(sc_hooks_lib_open(fixture("funcs_dup"), &lib), SC_OK, "%s", sc_error_message());
+    cr_assert_eq(sc_hooks_lib_open(fixture("funcs_dup"), NULL, &lib), SC_OK, "%s",
+                 sc_error_message());
     cr_assert_eq(sc_user_funcs_new(&funcs), SC_OK);
     cr_expect_eq(sc_user_funcs_add(funcs, lib.user_funcs, lib.path), SC_ERR_PLUGIN);
     assert_message_has("funcs_dup.so: user function 'echo' appears twice in the table");

@@ -76,7 +76,7 @@ static void assert_message_has(const char *part)
 static void assert_table_refused(sc_hook_table table, const char *part)
 {
     sc_hook_set *set = new_set();
-    cr_assert_neq(sc_hook_set_add(set, &table, "t.so"), SC_OK);
+    cr_assert_neq(sc_hook_set_add(set, &table, "t.so", NULL), SC_OK);
     assert_message_has("t.so: ");
     assert_message_has(part);
     cr_expect_eq(sc_hook_set_count(set), 0);
@@ -89,8 +89,8 @@ Test(hook_set, runs_by_priority_then_add_order)
     sc_hook_table a = TABLE({"epoch_end", "a1", hook_a1, 5}, {"epoch_end", "a2", hook_a2, 0},
                             {"epoch_end", "a3", hook_a3, 5});
     sc_hook_table b = TABLE({"epoch_end", "b1", hook_b1, 0}, {"epoch_end", "b2", hook_b2, -1});
-    cr_assert_eq(sc_hook_set_add(set, &a, "a.so"), SC_OK, "%s", sc_error_message());
-    cr_assert_eq(sc_hook_set_add(set, &b, "b.so"), SC_OK, "%s", sc_error_message());
+    cr_assert_eq(sc_hook_set_add(set, &a, "a.so", NULL), SC_OK, "%s", sc_error_message());
+    cr_assert_eq(sc_hook_set_add(set, &b, "b.so", NULL), SC_OK, "%s", sc_error_message());
     cr_expect_eq(sc_hook_set_count(set), 5);
     cr_assert_eq(run(set, "epoch_end"), SC_OK);
     cr_expect_str_eq(calls, "b2,a2,b1,a1,a3");
@@ -101,7 +101,7 @@ Test(hook_set, runs_only_the_hooks_of_the_point)
 {
     sc_hook_set *set = new_set();
     sc_hook_table t = TABLE({"epoch_end", "a1", hook_a1, 0}, {"batch_end", "a2", hook_a2, 0});
-    cr_assert_eq(sc_hook_set_add(set, &t, "t.so"), SC_OK);
+    cr_assert_eq(sc_hook_set_add(set, &t, "t.so", NULL), SC_OK);
     cr_assert_eq(run(set, "batch_end"), SC_OK);
     cr_expect_str_eq(calls, "a2");
     cr_assert_eq(run(set, "train_begin"), SC_OK);
@@ -124,7 +124,7 @@ Test(hook_set, every_point_is_known)
     for (int i = 0; i < n; i++) {
         cr_expect_str_eq(sc_hook_points[i], want[i]);
         sc_hook_table t = TABLE({want[i], want[i], hook_a1, 0}); /* the point names the hook */
-        cr_expect_eq(sc_hook_set_add(set, &t, "t.so"), SC_OK, "%s", sc_error_message());
+        cr_expect_eq(sc_hook_set_add(set, &t, "t.so", NULL), SC_OK, "%s", sc_error_message());
         cr_expect_eq(run(set, want[i]), SC_OK);
         cr_expect_str_eq(calls, "a1", "%s ran %s", want[i], calls);
     }
@@ -136,7 +136,7 @@ Test(hook_set, an_error_names_hook_plugin_and_point_and_stops_the_rest)
     sc_hook_set *set = new_set();
     sc_hook_table t = TABLE({"batch_end", "a1", hook_a1, 0}, {"batch_end", "nan_guard", hook_fail, 1},
                             {"batch_end", "a2", hook_a2, 2});
-    cr_assert_eq(sc_hook_set_add(set, &t, "guards.so"), SC_OK);
+    cr_assert_eq(sc_hook_set_add(set, &t, "guards.so", NULL), SC_OK);
     cr_assert_eq(run(set, "batch_end"), SC_ERR_NUMERIC);
     cr_expect_str_eq(calls, "a1,fail");
     cr_expect_str_eq(sc_error_message(),
@@ -148,7 +148,7 @@ Test(hook_set, a_silent_failure_is_not_blamed_on_an_old_message)
 {
     sc_hook_set *set = new_set();
     sc_hook_table t = TABLE({"epoch_begin", "quiet", hook_fail_quietly, 0});
-    cr_assert_eq(sc_hook_set_add(set, &t, "q.so"), SC_OK);
+    cr_assert_eq(sc_hook_set_add(set, &t, "q.so", NULL), SC_OK);
     sc_error_set(SC_ERR_IO, "stale message");
     cr_assert_eq(run(set, "epoch_begin"), SC_ERR_STATE);
     assert_message_has("hook 'quiet' of q.so at epoch_begin");
@@ -166,7 +166,7 @@ Test(hook_set, hooks_act_through_the_actions_table)
 {
     sc_hook_set *set = new_set();
     sc_hook_table t = TABLE({"epoch_end", "halve_lr", hook_set_lr, 0});
-    cr_assert_eq(sc_hook_set_add(set, &t, "t.so"), SC_OK);
+    cr_assert_eq(sc_hook_set_add(set, &t, "t.so", NULL), SC_OK);
     sc_hook_context ctx = {.point = "epoch_end", .lr = 0.5};
     sc_hook_actions actions = {.host = &new_lr, .set_lr = record_lr};
     cr_assert_eq(sc_hook_set_run(set, "epoch_end", &ctx, &actions), SC_OK);
@@ -197,8 +197,8 @@ Test(hook_set, names_are_unique_across_the_run)
     sc_hook_set *set = new_set();
     sc_hook_table a = TABLE({"epoch_end", "same", hook_a1, 0});
     sc_hook_table b = TABLE({"batch_end", "same", hook_a2, 0});
-    cr_assert_eq(sc_hook_set_add(set, &a, "first.so"), SC_OK);
-    cr_assert_eq(sc_hook_set_add(set, &b, "second.so"), SC_ERR_PLUGIN);
+    cr_assert_eq(sc_hook_set_add(set, &a, "first.so", NULL), SC_OK);
+    cr_assert_eq(sc_hook_set_add(set, &b, "second.so", NULL), SC_ERR_PLUGIN);
     assert_message_has("second.so: hook name 'same' is already used by first.so");
     sc_hook_set_free(set);
 }
@@ -224,12 +224,13 @@ Test(hook_set, a_refused_table_adds_nothing)
 {
     sc_hook_set *set = new_set();
     sc_hook_table t = TABLE({"epoch_end", "good", hook_a1, 0}, {"epoch_edn", "bad", hook_a2, 0});
-    cr_assert_eq(sc_hook_set_add(set, &t, "t.so"), SC_ERR_PLUGIN);
+    cr_assert_eq(sc_hook_set_add(set, &t, "t.so", NULL), SC_ERR_PLUGIN);
     cr_expect_eq(sc_hook_set_count(set), 0);
     cr_assert_eq(run(set, "epoch_end"), SC_OK);
     cr_expect_str_eq(calls, "", "a hook of a refused table ran");
     sc_hook_table ok = TABLE({"epoch_end", "good", hook_a1, 0});
-    cr_expect_eq(sc_hook_set_add(set, &ok, "t.so"), SC_OK, "the refused table kept its names");
+    cr_expect_eq(sc_hook_set_add(set, &ok, "t.so", NULL), SC_OK,
+                 "the refused table kept its names");
     sc_hook_set_free(set);
 }
 
@@ -237,7 +238,7 @@ Test(hook_set, an_empty_table_is_fine)
 {
     sc_hook_set *set = new_set();
     sc_hook_table t = {SC_ABI_HEADER(sc_hook_table), 0, NULL};
-    cr_expect_eq(sc_hook_set_add(set, &t, "t.so"), SC_OK);
+    cr_expect_eq(sc_hook_set_add(set, &t, "t.so", NULL), SC_OK);
     cr_expect_eq(sc_hook_set_count(set), 0);
     sc_hook_set_free(set);
 }
@@ -272,7 +273,7 @@ Test(hook_set, each_hook_sees_its_name_and_its_own_blob)
     sc_hook_table t = TABLE({"checkpoint_load", "first", hook_record_own, 0},
                             {"checkpoint_load", "second", hook_record_own, 1},
                             {"epoch_end", "third", hook_record_own, 0});
-    cr_assert_eq(sc_hook_set_add(blob_set, &t, "t.so"), SC_OK, "%s", sc_error_message());
+    cr_assert_eq(sc_hook_set_add(blob_set, &t, "t.so", NULL), SC_OK, "%s", sc_error_message());
     sc_hook_blobs blobs = {0};
     cr_assert_eq(sc_hook_blobs_put(&blobs, "second", "old", 3), SC_OK);
     cr_assert_eq(sc_hook_blobs_put(&blobs, "second", "two", 3), SC_OK); /* replaces */
@@ -339,9 +340,10 @@ Test(hook_set, fixture_hooks_load_and_run)
 {
     sc_plugin_lib lib;
     const char *path = fixture("hooks_good");
-    cr_assert_eq(sc_hooks_lib_open(path, &lib), SC_OK, "%s", sc_error_message());
+    cr_assert_eq(sc_hooks_lib_open(path, NULL, &lib), SC_OK, "%s", sc_error_message());
     sc_hook_set *set = new_set();
-    cr_assert_eq(sc_hook_set_add(set, lib.hooks, lib.path), SC_OK, "%s", sc_error_message());
+    cr_assert_eq(sc_hook_set_add(set, lib.hooks, lib.path, NULL), SC_OK, "%s",
+                 sc_error_message());
     cr_expect_eq(sc_hook_set_count(set), 2);
 
     sc_hook_actions actions = {.log_scalar = record_scalar};
@@ -363,9 +365,9 @@ static void assert_fixture_refused(const char *name, const char *part)
 {
     sc_plugin_lib lib;
     const char *path = fixture(name);
-    cr_assert_eq(sc_hooks_lib_open(path, &lib), SC_OK, "%s", sc_error_message());
+    cr_assert_eq(sc_hooks_lib_open(path, NULL, &lib), SC_OK, "%s", sc_error_message());
     sc_hook_set *set = new_set();
-    cr_assert_eq(sc_hook_set_add(set, lib.hooks, lib.path), SC_ERR_PLUGIN);
+    cr_assert_eq(sc_hook_set_add(set, lib.hooks, lib.path, NULL), SC_ERR_PLUGIN);
     assert_message_has(path);
     assert_message_has(part);
     sc_hook_set_free(set);

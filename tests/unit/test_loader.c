@@ -1,7 +1,9 @@
 /* test_loader.c — the data loader's order, coverage, resume and failures,
  * against a toy dataset whose sample i is input [i, i, u] (u: the first
  * draw of the sample's rng) and target i. */
+#define _GNU_SOURCE /* pthread_setattr_default_np */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -82,7 +84,8 @@ static toy toy_of(int64_t len)
 /* Train-style config: shuffled, drop_last, batch 10. */
 static sc_loader_config train_config(int workers)
 {
-    return (sc_loader_config){.batch_size = 10, .workers = workers, .prefetch = 2,
+    return (sc_loader_config){.plugin_file = "plugins/toy.so", .batch_size = 10,
+                              .workers = workers, .prefetch = 2,
                               .seed = 42, .shuffle = true, .drop_last = true,
                               .rank = 0, .world = 1};
 }
@@ -371,9 +374,11 @@ static int64_t batches_before_failure(sc_loader *loader, const char *expect)
 Test(loader, getitem_failure_names_the_first_failing_sample)
 {
     /* Rows 5 and 8 of batch 3 fail, and a row of batch 7; with workers,
-     * row 8 fails before row 5 does. The consumer hears of sample 35. */
+     * row 8 fails before row 5 does. The consumer hears of sample 35, and
+     * of the plugin file, as of any failed plugin call. */
     toy d = {.len = 103, .n_fails = 3, .fails = {72, 38, 35}, .input_ndim = 1};
-    const char *expect = "dataset_getitem failed on valid sample 35: cannot read record 35";
+    const char *expect =
+        "plugins/toy.so: dataset_getitem: valid sample 35: cannot read record 35";
     for (int workers = 0; workers <= 4; workers += 2) {
         d.hold = workers ? 35 : -1; /* on one thread, 35 comes first */
         d.until = 38;
@@ -406,7 +411,7 @@ Test(loader, getitem_failure_in_a_shuffled_epoch_then_free)
     d.n_fails = 1;
     d.fails[0] = ref.samples[57]; /* batch 5 */
     char expect[128];
-    snprintf(expect, sizeof expect, "dataset_getitem failed on train sample %lld: "
+    snprintf(expect, sizeof expect, "plugins/toy.so: dataset_getitem: train sample %lld: "
              "cannot read record %lld", (long long)d.fails[0], (long long)d.fails[0]);
     sc_loader *loader = loader_new(&d, SC_SPLIT_TRAIN, &c);
     cr_assert_eq(batches_before_failure(loader, expect), 5);
@@ -478,6 +483,30 @@ Test(loader, bad_configs_and_specs_are_refused)
     cr_assert(strstr(sc_error_message(), "toy"), "%s", sc_error_message());
 }
 
+/* A worker the system cannot start (here: its stack, of a default size
+ * too big to map) is refused naming --workers and the reason. */
+Test(loader, a_worker_that_cannot_start_names_the_option)
+{
+    pthread_attr_t usual, huge;
+    cr_assert_eq(pthread_getattr_default_np(&usual), 0);
+    pthread_attr_init(&huge);
+    pthread_attr_setstacksize(&huge, (size_t)1 << 44); /* 16 TiB */
+    cr_assert_eq(pthread_setattr_default_np(&huge), 0);
+    toy d = toy_of(10);
+    sc_loader_config c = train_config(4);
+    sc_loader *loader;
+    sc_status st = sc_loader_new(&toy_plugin, &d, SC_SPLIT_TRAIN, &c, &loader);
+    pthread_setattr_default_np(&usual);
+    pthread_attr_destroy(&huge);
+    pthread_attr_destroy(&usual);
+    char expect[256];
+    snprintf(expect, sizeof expect, "--workers 4: cannot start data-loader thread 1: %s (0 "
+             "started; lower --workers)", strerror(EAGAIN));
+    cr_assert_eq(st, SC_ERR_NOMEM, "%s", sc_error_message());
+    cr_assert_str_eq(sc_error_message(), expect);
+    cr_assert_null(loader);
+}
+
 Test(loader, an_empty_rank_ends_at_once)
 {
     toy d = toy_of(5); /* fewer than one batch: drop_last leaves nothing */
@@ -485,4 +514,50 @@ Test(loader, an_empty_rank_ends_at_once)
     seen s;
     run_once(&d, SC_SPLIT_TRAIN, &c, 1, &s);
     cr_assert_eq(s.n, 0);
+}
+
+/* The batch counts scorch-train's steps per epoch come from: with
+ * drop_last, whole batches only; without, one more for a short remainder. */
+Test(loader, batch_counts_with_and_without_drop_last)
+{
+    static const struct {
+        int64_t len, batch;
+        bool drop_last;
+        int64_t batches, samples;
+    } cases[] = {
+        {103, 10, true, 10, 100}, {103, 10, false, 11, 103}, {100, 10, true, 10, 100},
+        {100, 10, false, 10, 100}, {9, 10, true, 0, 0},      {9, 10, false, 1, 9},
+        {0, 10, false, 0, 0},     {1, 1, true, 1, 1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        toy d = toy_of(cases[k].len);
+        sc_loader_config c = train_config(1);
+        c.batch_size = cases[k].batch;
+        c.drop_last = cases[k].drop_last;
+        sc_loader *loader = loader_new(&d, SC_SPLIT_TRAIN, &c);
+        cr_assert_eq(sc_loader_batches(loader), cases[k].batches, "case %zu", k);
+        cr_assert_eq(sc_loader_samples(loader), cases[k].samples, "case %zu", k);
+        sc_loader_free(loader);
+    }
+}
+
+/* --no-drop-last: the shuffled epoch covers every sample once, its short
+ * batch last, and a resume at that batch gives the same samples and draws. */
+Test(loader, shuffled_epoch_without_drop_last_ends_with_the_short_batch)
+{
+    toy d = toy_of(103);
+    sc_loader_config c = train_config(2);
+    c.drop_last = false;
+    sc_loader *loader = loader_new(&d, SC_SPLIT_TRAIN, &c);
+    seen full, tail;
+    run_epoch(loader, 2, 0, &full);
+    cr_assert_eq(full.n, 103);
+    cr_assert_eq(full.n_batches, 11);
+    cr_assert_eq(full.sizes[10], 3);
+    assert_distinct_below(&full, 103);
+    run_epoch(loader, 2, 10, &tail);
+    sc_loader_free(loader);
+    cr_assert_eq(tail.n, 3);
+    cr_assert_arr_eq(tail.samples, full.samples + 100, 3 * sizeof(int64_t));
+    cr_assert_arr_eq(tail.draws, full.draws + 100, 3 * sizeof(float));
 }

@@ -263,3 +263,16 @@ Test(nn, residual_block_rows_in_the_summary)
     cr_expect_str_eq(rows[0].op, "conv2d");
     cr_expect_eq(params, sc_params_numel(ps), "every parameter and buffer in some row");
 }
+
+Test(nn, a_layer_too_large_is_named)
+{
+    const int64_t big = INT64_C(1) << 40;
+    sc_nn_linear fc;
+    cr_expect_eq(sc_nn_linear_init(&fc, ps, "fc1", big, big, true, &rng), SC_ERR_INVALID);
+    cr_expect(strstr(sc_error_message(), "fc1") && strstr(sc_error_message(), "too large"),
+              "%s", sc_error_message());
+    sc_nn_conv2d conv;
+    sc_nn_conv2d_config config = {.in = big, .out = big, .kernel = 3};
+    cr_expect_eq(sc_nn_conv2d_init(&conv, ps, "stem", &config, &rng), SC_ERR_INVALID);
+    cr_expect(strstr(sc_error_message(), "stem"), "%s", sc_error_message());
+}

@@ -671,3 +671,35 @@ Test(ops, null_input_keeps_the_first_message)
         cr_assert_null(results[i], "call %zu", i);
     cr_assert_str_eq(sc_error_message(), first);
 }
+
+/* Sizes from plugin code whose products or sums overflow int64_t are
+ * refused naming the op and the shape, never wrapped around. Zero-size
+ * tensors carry such sizes without memory. */
+Test(ops, sizes_past_64_bits_are_refused_naming_the_op)
+{
+    const int64_t big = INT64_C(1) << 40, huge = INT64_C(1) << 60;
+    sc_tensor *a = test_param(2, (int64_t[]){3, 5});
+    expect_error(sc_reshape(ctx, a, 3, (int64_t[]){big, big, -1}),
+                 (const char *[]){"reshape", "[3, 5]", "[1099511627776, 1099511627776, -1]",
+                                  "overflows", NULL});
+    expect_error(sc_reshape(ctx, a, 2, (int64_t[]){big, big}),
+                 (const char *[]){"reshape", "overflows", NULL});
+    sc_tensor *empty = test_param(2, (int64_t[]){0, 2});
+    expect_error(sc_reshape(ctx, empty, 3, (int64_t[]){0, big, big}),
+                 (const char *[]){"reshape", "[0, 1099511627776, 1099511627776]", NULL});
+    sc_tensor *tall = test_param(2, (int64_t[]){big, 0});
+    sc_tensor *wide = test_param(2, (int64_t[]){0, big});
+    expect_error(sc_matmul(ctx, tall, wide),
+                 (const char *[]){"matmul", "[1099511627776, 1099511627776]", NULL});
+    sc_tensor *column = test_param(3, (int64_t[]){big, 1, 0});
+    sc_tensor *row = test_param(3, (int64_t[]){1, big, 0});
+    expect_error(sc_add(ctx, column, row), (const char *[]){"add", "overflows", NULL});
+    sc_tensor *slab = test_param(2, (int64_t[]){0, huge});
+    sc_tensor *slabs[] = {slab, slab, slab, slab, slab, slab, slab, slab}; /* 2^63 columns */
+    expect_error(sc_concat(ctx, 8, slabs, 1),
+                 (const char *[]){"concat", "input 7", "64 bits", NULL});
+    sc_tensor *x = test_param(4, (int64_t[]){1, 0, 1, 1});
+    sc_tensor *w = test_param(4, (int64_t[]){0, huge, 1, 1});
+    expect_error(sc_conv2d(ctx, x, w, NULL, &(sc_conv2d_opts){.groups = 16}),
+                 (const char *[]){"conv2d", "groups 16", "64 bits", NULL});
+}

@@ -181,11 +181,12 @@ Test(plugin_loader, finds_the_hooks_a_model_exports)
 Test(plugin_loader, hooks_plugins_need_scorch_hooks)
 {
     sc_plugin_lib h;
-    cr_assert_eq(sc_hooks_lib_open(fixture("hooks_good"), &h), SC_OK, "%s", sc_error_message());
+    cr_assert_eq(sc_hooks_lib_open(fixture("hooks_good"), NULL, &h), SC_OK, "%s",
+                 sc_error_message());
     cr_expect_not_null(h.hooks);
     sc_plugin_lib_close(&h);
 
-    cr_assert_eq(sc_hooks_lib_open(fixture("good_model"), &h), SC_ERR_PLUGIN);
+    cr_assert_eq(sc_hooks_lib_open(fixture("good_model"), NULL, &h), SC_ERR_PLUGIN);
     assert_message_has("exports no scorch_hooks (it is a model plugin");
     cr_expect_null(h.handle);
 }
@@ -193,7 +194,8 @@ Test(plugin_loader, hooks_plugins_need_scorch_hooks)
 Test(plugin_loader, a_hooks_plugin_may_offer_only_user_functions)
 {
     sc_plugin_lib h;
-    cr_assert_eq(sc_hooks_lib_open(fixture("funcs_only"), &h), SC_OK, "%s", sc_error_message());
+    cr_assert_eq(sc_hooks_lib_open(fixture("funcs_only"), NULL, &h), SC_OK, "%s",
+                 sc_error_message());
     cr_expect_null(h.hooks);
     cr_assert_not_null(h.user_funcs);
     cr_expect_eq(h.user_funcs->n_funcs, 2);

@@ -378,3 +378,28 @@ Test(serialize, reader_refuses_duplicate_names)
     assert_open_fails(path.s, SC_ERR_FORMAT, "'aa' appears twice");
     free(b.data);
 }
+
+/* A tensor [3, 5, 0] (no data) whose middle dimension is then made 2^62,
+ * with a valid CRC: 3 * 2^62 elements per zero-length row overflow 64
+ * bits, which the reader must refuse rather than compute. */
+Test(serialize, reader_refuses_a_shape_whose_size_overflows)
+{
+    path_buf path = in_dir("huge.ckpt");
+    sc_tensor t = view(SC_F32, 3, (const int64_t[]){3, 5, 0}, NULL);
+    sc_ckpt_writer *w;
+    cr_assert_eq(sc_ckpt_writer_open(path.s, &w), SC_OK);
+    cr_assert_eq(sc_ckpt_write_tensor(w, "t", &t), SC_OK);
+    cr_assert_eq(sc_ckpt_writer_commit(w), SC_OK, "%s", sc_error_message());
+    bytes b = slurp(path.s);
+    /* header 12; kind, name length, data size, dtype, rank: 24; then the
+     * shape's three i64 */
+    const size_t dim1 = 12 + 24 + 8;
+    int64_t five, huge = INT64_C(1) << 62;
+    memcpy(&five, b.data + dim1, 8);
+    cr_assert_eq(five, 5, "the layout moved");
+    memcpy(b.data + dim1, &huge, 8);
+    fix_crc(&b);
+    spit(path.s, b.data, b.size);
+    assert_open_fails(path.s, SC_ERR_FORMAT, "[3, 4611686018427387904, 0] is too large");
+    free(b.data);
+}

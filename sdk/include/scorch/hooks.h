@@ -25,6 +25,11 @@
  * phase_* run for train, valid and test passes, batch_end too, batch_begin
  * and after_backward in train only. See docs/hooks.md for which context
  * fields each point sets.
+ *
+ * Since ABI 1.2 a hooks plugin takes arguments (--hooks PATH --hooks-args
+ * k=v,...): it lists the keys it knows in scorch_hook_arg_keys, the host
+ * refuses any other key before the run starts, and each hook reads the
+ * values from ctx->args (scorch/args.h).
  * Thread rule: hooks run on the training thread.
  */
 #ifndef SCORCH_HOOKS_H
@@ -54,7 +59,8 @@ typedef struct sc_hook_context {
     sc_split phase;          /* the current pass's split (docs/hooks.md) */
     int epoch;               /* 1-based */
     int epochs;              /* planned number of epochs */
-    int64_t step;            /* optimizer steps taken so far */
+    int64_t step;            /* optimizer steps taken so far; at after_backward the number
+                                of the step being taken (docs/hooks.md) */
     int64_t batch;           /* batch_*, after_backward: 0-based index in the pass */
     int64_t batches;         /* batch_*, after_backward: batches in the pass */
     int rank, world;
@@ -74,6 +80,12 @@ typedef struct sc_hook_context {
     size_t blob_size;
     bool extra;              /* phase_*, batch_end: an extra pass (request_eval,
                                 scorch-ctl validate/test), not the epoch's own */
+
+    /* ABI 1.2 */
+    const sc_args *args;     /* the arguments of the hook's plugin, never NULL: a
+                                --hooks plugin's --hooks-args (only the keys of its
+                                scorch_hook_arg_keys), the model's --model-args, the
+                                dataset's --dataset-args; valid during the call */
 } sc_hook_context;
 
 typedef struct sc_hook_actions {
@@ -127,6 +139,19 @@ typedef struct sc_hook_table {
     int n_hooks;
     const sc_hook *hooks;
 } sc_hook_table;
+
+/* ABI 1.2. The keys a --hooks plugin accepts in --hooks-args, exported
+ * beside its table:
+ *
+ *   SC_PLUGIN_EXPORT const sc_hook_arg_keys scorch_hook_arg_keys = {
+ *       SC_ABI_HEADER(sc_hook_arg_keys), (const char *const[]){"patience", NULL}};
+ *
+ * A plugin without it takes no arguments. The host refuses any key not
+ * listed before the run starts, naming it and the nearest listed one. */
+typedef struct sc_hook_arg_keys {
+    sc_abi_header abi;
+    const char *const *keys; /* NULL-terminated */
+} sc_hook_arg_keys;
 
 #ifdef __cplusplus
 }

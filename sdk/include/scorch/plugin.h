@@ -40,7 +40,7 @@ extern "C" {
 #endif
 
 #define SC_ABI_MAJOR 1
-#define SC_ABI_MINOR 1
+#define SC_ABI_MINOR 2
 #define SC_ABI_MAGIC 0x5343524bu /* "SCRK" */
 
 #define SC_PLUGIN_EXPORT __attribute__((visibility("default")))

@@ -73,7 +73,10 @@ size_t sc_dtype_size(sc_dtype dtype);
 const char *sc_dtype_name(sc_dtype dtype);
 
 /* Fills t's dtype/shape/numel (data, device and flags are left zero).
- * Fails on a negative dimension or ndim outside 0..SC_MAX_DIMS. */
+ * Fails on a negative dimension, ndim outside 0..SC_MAX_DIMS, or a shape
+ * too large for int64_t: the product of its nonzero dimensions, times the
+ * dtype's size, must fit (so no element, byte or row count overflows, even
+ * of a tensor that a zero dimension makes empty). */
 sc_status sc_tensor_init(sc_tensor *t, sc_dtype dtype, int ndim,
                          const int64_t *shape);
 
@@ -83,6 +86,11 @@ sc_tensor *sc_tensor_alloc(sc_dtype dtype, int ndim, const int64_t *shape);
 void sc_tensor_free(sc_tensor *t);
 
 size_t sc_tensor_nbytes(const sc_tensor *t);
+
+/* a * b into *product; false, leaving *product alone, when the product
+ * does not fit int64_t. For counts computed from sizes that come from
+ * files, plugins or the command line (shapes, batch sizes). */
+bool sc_mul_i64(int64_t a, int64_t b, int64_t *product);
 bool sc_tensor_same_shape(const sc_tensor *a, const sc_tensor *b);
 
 /* The data as float (only for SC_F32 tensors). */

@@ -34,11 +34,15 @@ static sc_status check_conv_shapes(const sc_node *node)
                             "conv2d: groups %d does not divide the %lld input channels of %s "
                             "and the %lld output channels of weight %s", groups,
                             (long long)x->shape[1], sx, (long long)w->shape[0], sw);
-    if (w->shape[1] * groups != x->shape[1])
+    int64_t expected; /* an empty weight may claim more channels than fit int64_t */
+    if (!sc_mul_i64(w->shape[1], groups, &expected))
+        return sc_error_set(SC_ERR_INVALID, "conv2d: weight %s with groups %d expects more "
+                            "input channels than 64 bits count", sw, groups);
+    if (expected != x->shape[1])
         return sc_error_set(SC_ERR_INVALID,
                             "conv2d: input %s has %lld channels, weight %s with groups %d "
                             "expects %lld", sx, (long long)x->shape[1], sw, groups,
-                            (long long)(w->shape[1] * groups));
+                            (long long)expected);
     if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
         return sc_error_set(SC_ERR_INVALID, "conv2d: bias %s does not fit weight %s",
                             sc_shape_str(b->ndim, b->shape, sb, sizeof sb), sw);
@@ -66,8 +70,8 @@ static sc_status infer_conv2d(const sc_node *node, sc_tensor *out)
                             p->dilation[1], sc_shape_str(x->ndim, x->shape, sx, sizeof sx),
                             p->padding[0], p->padding[1]);
     }
-    return sc_tensor_init(out, SC_F32, 4,
-                          (int64_t[]){x->shape[0], w->shape[0], oh, ow});
+    return sc_infer_output(node, out, SC_F32, 4,
+                           (int64_t[]){x->shape[0], w->shape[0], oh, ow});
 }
 
 /* 2 per multiply-add: each output sums C / groups * KH * KW products; the

@@ -29,7 +29,7 @@ static sc_status infer_broadcast(const sc_node *node, sc_tensor *out)
         }
         shape[d] = da == 1 ? db : da;
     }
-    return sc_tensor_init(out, SC_F32, nd, shape);
+    return sc_infer_output(node, out, SC_F32, nd, shape);
 }
 
 const sc_op_desc sc_op_desc_add = {"add", 2, 2, 0, infer_broadcast, NULL};

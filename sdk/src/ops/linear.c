@@ -13,7 +13,7 @@ static sc_status infer_matmul(const sc_node *node, sc_tensor *out)
                             sc_shape_str(a->ndim, a->shape, sa, sizeof sa),
                             sc_shape_str(b->ndim, b->shape, sb, sizeof sb));
     }
-    return sc_tensor_init(out, SC_F32, 2, (int64_t[]){a->shape[0], b->shape[1]});
+    return sc_infer_output(node, out, SC_F32, 2, (int64_t[]){a->shape[0], b->shape[1]});
 }
 
 static sc_status infer_linear(const sc_node *node, sc_tensor *out)
@@ -32,7 +32,7 @@ static sc_status infer_linear(const sc_node *node, sc_tensor *out)
         return sc_error_set(SC_ERR_INVALID, "linear: bias %s does not fit weight %s",
                             sc_shape_str(b->ndim, b->shape, sx, sizeof sx),
                             sc_shape_str(w->ndim, w->shape, sw, sizeof sw));
-    return sc_tensor_init(out, SC_F32, 2, (int64_t[]){x->shape[0], w->shape[0]});
+    return sc_infer_output(node, out, SC_F32, 2, (int64_t[]){x->shape[0], w->shape[0]});
 }
 
 /* 2 M K N for [M, K] x [K, N] (the bias add of linear is M N more). */

@@ -47,7 +47,8 @@ static sc_status infer_pool2d(const sc_node *node, sc_tensor *out)
                             sc_shape_str(x->ndim, x->shape, sx, sizeof sx), p->padding[0],
                             p->padding[1]);
     }
-    return sc_tensor_init(out, SC_F32, 4, (int64_t[]){x->shape[0], x->shape[1], oh, ow});
+    return sc_infer_output(node, out, SC_F32, 4,
+                           (int64_t[]){x->shape[0], x->shape[1], oh, ow});
 }
 
 static sc_status infer_global_avg_pool(const sc_node *node, sc_tensor *out)

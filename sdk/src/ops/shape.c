@@ -15,6 +15,7 @@ static sc_status infer_reshape(const sc_node *node, sc_tensor *out)
                             SC_MAX_DIMS);
     int64_t shape[SC_MAX_DIMS], known = 1; /* product of the given sizes */
     int infer_at = -1;
+    bool fits = true;
     for (int d = 0; d < r->ndim; d++) {
         shape[d] = r->shape[d];
         if (shape[d] == -1 && infer_at < 0)
@@ -24,19 +25,24 @@ static sc_status infer_reshape(const sc_node *node, sc_tensor *out)
                                 "no other negative sizes)",
                                 sc_shape_str(r->ndim, r->shape, sr, sizeof sr));
         else
-            known *= shape[d];
+            fits = fits && sc_mul_i64(known, shape[d], &known);
     }
-    if (infer_at >= 0)
+    if (!fits) /* the sizes come from plugin code: no tensor has that many elements */
+        return sc_error_set(SC_ERR_INVALID, "reshape: cannot view %s as %s: the product of "
+                            "its sizes overflows 64 bits",
+                            sc_shape_str(x->ndim, x->shape, sx, sizeof sx),
+                            sc_shape_str(r->ndim, r->shape, sr, sizeof sr));
+    int64_t total = known; /* at most x's numel once the -1 is resolved */
+    if (infer_at >= 0) {
         shape[infer_at] = known > 0 ? x->numel / known : -1; /* -1: ambiguous */
-    int64_t total = 1;
-    for (int d = 0; d < r->ndim; d++)
-        total *= shape[d];
+        total = known * shape[infer_at];
+    }
     if (total != x->numel || (infer_at >= 0 && known == 0))
         return sc_error_set(SC_ERR_INVALID, "reshape: cannot view %s (%lld elements) as %s",
                             sc_shape_str(x->ndim, x->shape, sx, sizeof sx),
                             (long long)x->numel,
                             sc_shape_str(r->ndim, r->shape, sr, sizeof sr));
-    return sc_tensor_init(out, x->dtype, r->ndim, shape);
+    return sc_infer_output(node, out, x->dtype, r->ndim, shape);
 }
 
 const sc_op_desc sc_op_desc_reshape = {"reshape", 1, 1, SC_OPF_VIEW, infer_reshape,
@@ -88,9 +94,12 @@ static sc_status infer_concat(const sc_node *node, sc_tensor *out)
                                 i, sc_dtype_name(x->dtype),
                                 sc_shape_str(x->ndim, x->shape, si, sizeof si),
                                 sc_dtype_name(x0->dtype), s0, axis);
-        shape[axis] += x->shape[axis];
+        if (__builtin_add_overflow(shape[axis], x->shape[axis], &shape[axis]))
+            return sc_error_set(SC_ERR_INVALID, "concat: input %d %s takes the size on axis "
+                                "%d past 64 bits", i,
+                                sc_shape_str(x->ndim, x->shape, si, sizeof si), axis);
     }
-    return sc_tensor_init(out, x0->dtype, x0->ndim, shape);
+    return sc_infer_output(node, out, x0->dtype, x0->ndim, shape);
 }
 
 const sc_op_desc sc_op_desc_concat = {"concat", 1, SC_CONCAT_MAX, 0, infer_concat,
