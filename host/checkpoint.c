@@ -240,8 +240,22 @@ static sc_status write_hook_blobs(sc_ckpt_writer *w, const sc_hook_blobs *hooks)
     return SC_OK;
 }
 
+static const char EMA_PREFIX[] = "ema/";
+
+static sc_status write_ema(sc_ckpt_writer *w, const sc_params *params, sc_ema *ema)
+{
+    char name[NAME_MAX_LEN];
+    for (int i = 0; ema && i < sc_params_count(params); i++) {
+        const sc_tensor *t = sc_ema_at(ema, i);
+        snprintf(name, sizeof name, "%s%s", EMA_PREFIX, sc_params_at(params, i)->name);
+        if (t)
+            SC_TRY(sc_ckpt_write_tensor(w, name, t));
+    }
+    return SC_OK;
+}
+
 static sc_status write_entries(sc_ckpt_writer *w, const sc_params *params, sc_optim *opt,
-                               const text_buf *trainer, const char *config_text,
+                               sc_ema *ema, const text_buf *trainer, const char *config_text,
                                const char *model_name, const sc_hook_blobs *hooks)
 {
     char name[NAME_MAX_LEN];
@@ -255,6 +269,7 @@ static sc_status write_entries(sc_ckpt_writer *w, const sc_params *params, sc_op
         snprintf(name, sizeof name, "optim/%s", t->name);
         SC_TRY(sc_ckpt_write_tensor(w, name, t));
     }
+    SC_TRY(write_ema(w, params, ema));
     SC_TRY(sc_ckpt_write_blob(w, "trainer", trainer->data, trainer->len));
     SC_TRY(sc_ckpt_write_blob(w, "config", config_text, strlen(config_text)));
     SC_TRY(write_hook_blobs(w, hooks));
@@ -262,7 +277,8 @@ static sc_status write_entries(sc_ckpt_writer *w, const sc_params *params, sc_op
 }
 
 sc_status sc_checkpoint_save(const char *path, const sc_params *params, sc_optim *opt,
-                             const sc_train_state *state, const sc_metrics *train_sums,
+                             sc_ema *ema, const sc_train_state *state,
+                             const sc_metrics *train_sums,
                              const char *config_text, const char *model_name,
                              const sc_hook_blobs *hooks)
 {
@@ -272,7 +288,7 @@ sc_status sc_checkpoint_save(const char *path, const sc_params *params, sc_optim
     if (st == SC_OK)
         st = sc_ckpt_writer_open(path, &w);
     if (st == SC_OK) {
-        st = write_entries(w, params, opt, &trainer, config_text, model_name, hooks);
+        st = write_entries(w, params, opt, ema, &trainer, config_text, model_name, hooks);
         if (st == SC_OK)
             st = sc_ckpt_writer_commit(w);
         else
@@ -312,6 +328,23 @@ static sc_status read_tensors(const sc_ckpt *ck, const sc_params *params, sc_opt
     return SC_OK;
 }
 
+/* The EMA of every parameter; a file without one was trained without
+ * --ema-decay. */
+static sc_status read_ema(const sc_ckpt *ck, const sc_params *params, sc_ema *ema)
+{
+    char name[NAME_MAX_LEN];
+    for (int i = 0; i < sc_params_count(params); i++) {
+        sc_tensor *t = sc_ema_at(ema, i);
+        snprintf(name, sizeof name, "%s%s", EMA_PREFIX, sc_params_at(params, i)->name);
+        if (t && !sc_ckpt_has(ck, name))
+            return sc_error_set(SC_ERR_INVALID, "it holds no EMA weights (no '%s'): it was "
+                                "trained without --ema-decay", name);
+        if (t)
+            SC_TRY(sc_ckpt_read_tensor(ck, name, t));
+    }
+    return SC_OK;
+}
+
 static sc_status read_hook_blobs(const sc_ckpt *ck, sc_hook_blobs *hooks)
 {
     sc_hook_blobs_clear(hooks);
@@ -326,12 +359,14 @@ static sc_status read_hook_blobs(const sc_ckpt *ck, sc_hook_blobs *hooks)
     return SC_OK;
 }
 
-static sc_status read_all(const sc_ckpt *ck, sc_params *params, sc_optim *opt,
+static sc_status read_all(const sc_ckpt *ck, sc_params *params, sc_optim *opt, sc_ema *ema,
                           sc_train_state *state, sc_metrics *train_sums,
                           const char *model_name, sc_hook_blobs *hooks)
 {
     SC_TRY(check_model(ck, model_name));
     SC_TRY(read_tensors(ck, params, opt));
+    if (ema)
+        SC_TRY(read_ema(ck, params, ema));
     if (hooks)
         SC_TRY(read_hook_blobs(ck, hooks));
     if (!state)
@@ -349,13 +384,13 @@ static sc_status read_all(const sc_ckpt *ck, sc_params *params, sc_optim *opt,
 }
 
 sc_status sc_checkpoint_load(const char *path, sc_params *params, sc_optim *opt,
-                             sc_train_state *state, sc_metrics *train_sums,
+                             sc_ema *ema, sc_train_state *state, sc_metrics *train_sums,
                              const char *model_name, sc_hook_blobs *hooks)
 {
     sc_ckpt *ck = NULL;
     sc_status st = sc_ckpt_open(path, &ck);
     if (st == SC_OK)
-        st = read_all(ck, params, opt, state, train_sums, model_name, hooks);
+        st = read_all(ck, params, opt, ema, state, train_sums, model_name, hooks);
     sc_ckpt_close(ck);
     return st == SC_OK ? SC_OK : sc_error_wrap(st, "loading checkpoint %s", path);
 }

@@ -1,7 +1,8 @@
 /* checkpoint.h — what a training checkpoint holds and how it is restored.
  *
  * Entries (scorch/serialize.h container): "param/<name>" for every
- * parameter, "optim/<state>" for the optimizer's flat state, a "trainer"
+ * parameter, "optim/<state>" for the optimizer's flat state, "ema/<name>"
+ * for the EMA of every parameter (--ema-decay only), a "trainer"
  * blob (text, one `key value` per line: position, lr, schedule state, best
  * metric, the running sums of a half-done train epoch), a "config" blob
  * (the resolved config.ini), a "model" blob (the model plugin's name),
@@ -16,6 +17,7 @@
 
 #include "config.h"
 #include "hook_set.h"
+#include "scorch/ema.h"
 #include "scorch/scorch.h"
 
 /* The trainer's position and the state that is not a tensor. Plain values
@@ -40,20 +42,21 @@ typedef struct sc_train_state {
     bool finished;
 } sc_train_state;
 
-/* Writes a checkpoint atomically (temporary file, fsync, rename); hooks
- * may be NULL (no hook entries). */
+/* Writes a checkpoint atomically (temporary file, fsync, rename); ema and
+ * hooks may be NULL (no EMA or hook entries). */
 sc_status sc_checkpoint_save(const char *path, const sc_params *params, sc_optim *opt,
-                             const sc_train_state *state, const sc_metrics *train_sums,
+                             sc_ema *ema, const sc_train_state *state, const sc_metrics *train_sums,
                              const char *config_text, const char *model_name,
                              const sc_hook_blobs *hooks);
 
-/* Restores parameters and, when opt/state/train_sums/hooks are not NULL,
- * the rest (hooks: replaced by the file's hook entries). The file's model
+/* Restores parameters and, when opt/ema/state/train_sums/hooks are not
+ * NULL, the rest (hooks: replaced by the file's hook entries; ema: refused
+ * when the file has none). The file's model
  * name must equal model_name, every parameter must be present with the
  * same shape, and every trainer field once, in its range (a count below
  * 2^53, an epoch from 1, ...); errors name the file and the field. */
 sc_status sc_checkpoint_load(const char *path, sc_params *params, sc_optim *opt,
-                             sc_train_state *state, sc_metrics *train_sums,
+                             sc_ema *ema, sc_train_state *state, sc_metrics *train_sums,
                              const char *model_name, sc_hook_blobs *hooks);
 
 /* The configuration a checkpoint was trained with (its resolved

@@ -19,6 +19,9 @@
 #include <ini.h>
 
 #include "device.h"
+#include "duration.h"
+#include "lr_find.h"
+#include "scorch/optim.h"
 #include "scorch/plugin.h"
 
 
@@ -167,32 +170,79 @@ static const config_option options[] = {
     {.name = "validate-on-train", FIELD(validate_on_train), .def = "false", .programs = TRAIN,
      .resume_may_change = true,
      .group = GROUP_TRAINING, .help = "also evaluate the train split after each epoch"},
+    {.name = "validate-every-steps", FIELD(validate_every_steps), .def = "0", .arg = "N",
+     .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_TRAINING,
+     .help = "also validate every N optimizer steps within an epoch (records \"valid_step\"; "
+             "a new best writes best.ckpt), 0 for at epoch ends only"},
     {.name = "drop-last", FIELD(drop_last), .def = "true", .programs = TRAIN,
      .group = GROUP_TRAINING,
      .help = "skip the train split's last batch when it is short (--no-drop-last: train "
              "on it)"},
+    {.name = "mixup", FIELD(mixup), .def = "0", .arg = "ALPHA", .bound = BOUND_NONNEG,
+     .programs = TRAIN, .group = GROUP_TRAINING,
+     .help = "Mixup of train batches with lam ~ Beta(ALPHA, ALPHA), as timm (0: off)"},
+    {.name = "cutmix", FIELD(cutmix), .def = "0", .arg = "ALPHA", .bound = BOUND_NONNEG,
+     .programs = TRAIN, .group = GROUP_TRAINING,
+     .help = "CutMix of train batches (images) with lam ~ Beta(ALPHA, ALPHA), as timm "
+             "(0: off)"},
+    {.name = "mix-prob", FIELD(mix_prob), .def = "1", .arg = "P", .bound = BOUND_NONNEG,
+     .programs = TRAIN, .group = GROUP_TRAINING,
+     .help = "with --mixup or --cutmix: probability of mixing a batch, in [0, 1]"},
+    {.name = "mix-switch-prob", FIELD(mix_switch_prob), .def = "0.5", .arg = "P",
+     .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_TRAINING,
+     .help = "with --mixup and --cutmix: probability of CutMix for a mixed batch, in [0, 1]"},
 
-    {.name = "optimizer", FIELD(optimizer), .def = "adam", .choices = "sgd|adam|adamw",
+    {.name = "optimizer", FIELD(optimizer), .def = "adam", .choices = "sgd|adam|adamw|rmsprop|lamb|lion",
      .programs = TRAIN, .group = GROUP_OPTIMIZER, .help = "optimizer"},
     {.name = "lr", FIELD(lr), .def = "1e-3", .arg = "X", .bound = BOUND_POSITIVE,
      .programs = TRAIN, .group = GROUP_OPTIMIZER, .help = "base learning rate"},
     {.name = "weight-decay", FIELD(weight_decay), .def = "0", .arg = "X",
-     .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_OPTIMIZER,
-     .help = "weight decay (decoupled for adamw)"},
-    {.name = "momentum", FIELD(momentum), .def = "0.9", .arg = "X", .bound = BOUND_UNIT,
-     .used_if = {"optimizer", "sgd"}, .programs = TRAIN, .group = GROUP_OPTIMIZER,
+     .shown_def = "the optimizer's: 0, adamw and lamb 0.01", .bound = BOUND_NONNEG,
+     .programs = TRAIN, .group = GROUP_OPTIMIZER,
+     .help = "weight decay (decoupled for adamw and lion, in the update for lamb)"},
+    {.name = "momentum", FIELD(momentum), .def = "0", .arg = "X", .bound = BOUND_UNIT,
+     .used_if = {"optimizer", "sgd|rmsprop"}, .programs = TRAIN, .group = GROUP_OPTIMIZER,
      .help = "momentum"},
     {.name = "nesterov", FIELD(nesterov), .def = "false", .programs = TRAIN,
      .used_if = {"optimizer", "sgd"}, .group = GROUP_OPTIMIZER, .help = "Nesterov momentum"},
     {.name = "beta1", FIELD(beta1), .def = "0.9", .arg = "X", .bound = BOUND_UNIT,
-     .used_if = {"optimizer", "adam|adamw"}, .programs = TRAIN, .group = GROUP_OPTIMIZER,
-     .help = "first-moment decay"},
-    {.name = "beta2", FIELD(beta2), .def = "0.999", .arg = "X", .bound = BOUND_UNIT,
-     .used_if = {"optimizer", "adam|adamw"}, .programs = TRAIN, .group = GROUP_OPTIMIZER,
-     .help = "second-moment decay"},
-    {.name = "eps", FIELD(eps), .def = "1e-8", .arg = "X", .bound = BOUND_POSITIVE,
-     .used_if = {"optimizer", "adam|adamw"}, .programs = TRAIN, .group = GROUP_OPTIMIZER,
-     .help = "denominator epsilon"},
+     .used_if = {"optimizer", "adam|adamw|lamb|lion"}, .programs = TRAIN,
+     .group = GROUP_OPTIMIZER, .help = "first-moment decay (lion: of the update's average)"},
+    {.name = "beta2", FIELD(beta2), .def = "0.999", .arg = "X",
+     .shown_def = "the optimizer's: 0.999, lion 0.99", .bound = BOUND_UNIT,
+     .used_if = {"optimizer", "adam|adamw|lamb|lion"}, .programs = TRAIN,
+     .group = GROUP_OPTIMIZER, .help = "second-moment decay (lion: of the momentum kept)"},
+    {.name = "eps", FIELD(eps), .def = "1e-8", .arg = "X",
+     .shown_def = "the optimizer's: 1e-8, lamb 1e-6", .bound = BOUND_POSITIVE,
+     .used_if = {"optimizer", "adam|adamw|rmsprop|lamb"}, .programs = TRAIN,
+     .group = GROUP_OPTIMIZER, .help = "denominator epsilon"},
+    {.name = "alpha", FIELD(alpha), .def = "0.99", .arg = "X", .bound = BOUND_UNIT,
+     .used_if = {"optimizer", "rmsprop"}, .programs = TRAIN, .group = GROUP_OPTIMIZER,
+     .help = "smoothing constant of the squared gradients' average"},
+    {.name = "centered", FIELD(centered), .def = "false", .programs = TRAIN,
+     .used_if = {"optimizer", "rmsprop"}, .group = GROUP_OPTIMIZER,
+     .help = "divide by the gradients' estimated variance, not their mean square"},
+    {.name = "ema-decay", FIELD(ema_decay), .def = "0", .arg = "D", .bound = BOUND_UNIT,
+     .programs = TRAIN, .group = GROUP_OPTIMIZER,
+     .help = "keep an EMA of the weights, ema = D * ema + (1 - D) * w after each step, "
+             "validated and tested beside them; best.ckpt by its metric (0: off)"},
+    {.name = "ema-warmup", FIELD(ema_warmup), .def = "false", .programs = TRAIN,
+     .group = GROUP_OPTIMIZER,
+     .help = "with --ema-decay: ramp the decay up as timm's ModelEmaV3 warm-up, "
+             "min(D, 1 - (1 + s)^(-2/3)), s the steps before this one"},
+
+    {.name = "clip-grad-norm", FIELD(clip_grad_norm), .def = "0", .arg = "MAX",
+     .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_OPTIMIZER,
+     .help = "scale the gradients down to a global L2 norm of at most MAX before each "
+             "step, as torch.nn.utils.clip_grad_norm_ (0: off)"},
+    {.name = "clip-grad-value", FIELD(clip_grad_value), .def = "0", .arg = "V",
+     .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_OPTIMIZER,
+     .help = "clamp each gradient into [-V, V] before each step, as "
+             "torch.nn.utils.clip_grad_value_ (0: off)"},
+    {.name = "no-decay", FIELD(no_decay), .def = "", .arg = "WORD,...", .programs = TRAIN,
+     .group = GROUP_OPTIMIZER,
+     .help = "weight decay 0 for the parameters whose name contains one of the words "
+             "(e.g. bias,norm); see [params \"PATTERN\"] sections in docs/cli.md"},
 
     {.name = "lr-schedule", FIELD(lr_schedule), .def = "constant",
      .choices = "constant|step|cosine|plateau", .programs = TRAIN, .group = GROUP_SCHEDULE,
@@ -216,6 +266,17 @@ static const config_option options[] = {
     {.name = "lr-factor", FIELD(lr_factor), .def = "0.1", .arg = "X",
      .bound = BOUND_OPEN_UNIT, .used_if = {"lr-schedule", "plateau"}, .programs = TRAIN,
      .group = GROUP_SCHEDULE, .help = "decay factor"},
+    /* The range test runs instead of training: its rows change no run. */
+    {.name = "lr-find", FIELD(lr_find), .def = "false", .resume_may_change = true,
+     .programs = TRAIN, .group = GROUP_SCHEDULE,
+     .help = "run the LR range test instead of training: RUN/lr_find.csv and .png, and the "
+             "suggested --lr; the weights are left as they were"},
+    {.name = "lr-find-range", FIELD(lr_find_range), .def = "1e-7:10", .arg = "MIN:MAX",
+     .check = sc_lr_find_check_range, .resume_may_change = true, .programs = TRAIN,
+     .group = GROUP_SCHEDULE, .help = "with --lr-find: the lr ramps exponentially over this range"},
+    {.name = "lr-find-steps", FIELD(lr_find_steps), .def = "100", .arg = "N",
+     .bound = BOUND_ONE, .resume_may_change = true, .programs = TRAIN,
+     .group = GROUP_SCHEDULE, .help = "with --lr-find: steps (batches) of the ramp"},
 
     {.name = "batch-size", FIELD(batch_size), .def = "128", .arg = "N", .bound = BOUND_ONE,
      .programs = BOTH, .group = GROUP_DEVICES, .help = "samples per batch, per rank"},
@@ -283,6 +344,11 @@ static const config_option options[] = {
      .resume_may_change = true,
      .programs = TRAIN, .group = GROUP_RUN,
      .help = "recent checkpoints kept (the best is kept too)"},
+    {.name = "max-time", FIELD(max_time), .def = "0", .arg = "DURATION",
+     .check = sc_duration_check, .resume_may_change = true, /* it changes no number */
+     .programs = TRAIN, .group = GROUP_RUN,
+     .help = "stop with a checkpoint once training has run this long in this process "
+             "(2h30m, 90m, 45s, or seconds; 0 for no limit); --resume continues"},
     {.name = "tensorboard", FIELD(tensorboard), .def = "true", .programs = TRAIN,
      .resume_may_change = true,
      .group = GROUP_TENSORBOARD,
@@ -305,6 +371,8 @@ static const config_option options[] = {
      .help = "write the confusion matrix (rows: true class, columns: predicted) as CSV"},
     {.name = "per-class", FIELD(per_class), .def = "", .arg = "PATH", .programs = TEST,
      .group = GROUP_EVAL, .help = "print per-class accuracy and write it to this CSV file"},
+    {.name = "ema", FIELD(ema), .def = "false", .programs = TEST, .group = GROUP_EVAL,
+     .help = "evaluate the checkpoint's EMA weights (trained with --ema-decay)"},
 
     {.name = "config", AS(OPT_CONFIG, config), .def = "", .arg = "FILE", .programs = BOTH,
      .group = GROUP_GENERAL, .help = "read options from an INI file first (see below)"},
@@ -638,8 +706,7 @@ static sc_status opt_set(const config_option *opt, sc_config *cfg, const char *t
     return SC_OK;
 }
 
-/* The shortest %g that reads back as the same double. */
-static void format_double(double v, char *buf, size_t n)
+void sc_format_double(double v, char *buf, size_t n)
 {
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(buf, n, "%.*g", prec, v);
@@ -658,7 +725,7 @@ static void opt_format(const config_option *opt, const sc_config *cfg, char *buf
     case OPT_INT: snprintf(buf, n, "%d", *(const int *)field); break;
     case OPT_INT64: snprintf(buf, n, "%" PRId64, *(const int64_t *)field); break;
     case OPT_UINT64: snprintf(buf, n, "%" PRIu64, *(const uint64_t *)field); break;
-    case OPT_DOUBLE: format_double(*(const double *)field, buf, n); break;
+    case OPT_DOUBLE: sc_format_double(*(const double *)field, buf, n); break;
     case OPT_FLAG: snprintf(buf, n, "%s", *(const bool *)field ? "true" : "false"); break;
     case OPT_OPTIONAL_PATH: {
         bool given = *(const bool *)((const char *)cfg + opt->flag_offset);
@@ -915,6 +982,19 @@ static bool opt_in_use(const config_option *opt, const sc_config *cfg)
     return in_choices(opt->used_if.values, (const char *)cfg + chooser->offset);
 }
 
+/* "a|b|c" as "a, b or c". */
+static void choices_text(const char *choices, char *out, size_t size)
+{
+    size_t len = 0;
+    const char *last = strrchr(choices, '|');
+    for (const char *p = choices; *p && len + 4 < size; p++)
+        if (*p != '|')
+            out[len++] = *p;
+        else
+            len += (size_t)snprintf(out + len, size - len, p == last ? " or " : ", ");
+    out[len < size ? len : size - 1] = '\0';
+}
+
 /* An option the user set for another choice (--momentum with adam) would
  * be silently ignored: refused instead. Defaults are never refused. */
 static sc_status check_in_use(const sc_config *cfg, sc_program program)
@@ -927,13 +1007,13 @@ static sc_status check_in_use(const sc_config *cfg, sc_program program)
         const config_option *chooser = opt_find(opt->used_if.option);
         const char *chosen = (const char *)cfg + chooser->offset;
         bool by_default = cfg->origin[chooser - options] == SC_ORIGIN_DEFAULT;
-        char where[SC_PATH_MAX + 64];
+        char where[SC_PATH_MAX + 64], values[128];
         opt_where(cfg, opt, where, sizeof where);
+        choices_text(opt->used_if.values, values, sizeof values);
         return sc_error_set(SC_ERR_INVALID,
                             "%s is for --%s %s, not %s%s: remove it, or choose --%s %s", where,
-                            chooser->name, opt->used_if.values, chosen,
-                            by_default ? " (the default)" : "", chooser->name,
-                            opt->used_if.values);
+                            chooser->name, values, chosen, by_default ? " (the default)" : "",
+                            chooser->name, values);
     }
     return SC_OK;
 }
@@ -979,6 +1059,45 @@ static int workers_limit(char *why, size_t size)
     return cores < WORKERS_MAX / WORKERS_PER_CORE ? WORKERS_PER_CORE * cores : WORKERS_MAX;
 }
 
+/* Optimizer options whose default is the chosen optimizer's own, PyTorch's
+ * (sc_optim_defaults): --weight-decay is 0.01 under adamw, 0 otherwise. A
+ * value the user set stays, even one equal to the table's default. */
+static const struct {
+    const char *option;
+    size_t optim_field; /* a double of sc_optim_config */
+} optimizer_defaults[] = {
+    {"weight-decay", offsetof(sc_optim_config, weight_decay)},
+    {"momentum", offsetof(sc_optim_config, momentum)},
+    {"beta1", offsetof(sc_optim_config, beta1)},
+    {"beta2", offsetof(sc_optim_config, beta2)},
+    {"eps", offsetof(sc_optim_config, eps)},
+    {"alpha", offsetof(sc_optim_config, alpha)},
+};
+
+static sc_status apply_optimizer_defaults(sc_config *cfg)
+{
+    sc_optim_kind kind;
+    SC_TRY(sc_optim_kind_parse(cfg->optimizer, &kind));
+    const sc_optim_config defaults = sc_optim_defaults(kind);
+    for (int i = 0; i < ARRAY_LEN(optimizer_defaults); i++) {
+        const config_option *opt = opt_find(optimizer_defaults[i].option);
+        if (!sc_config_user_set(cfg, opt->name))
+            *(double *)((char *)cfg + opt->offset) =
+                *(const double *)((const char *)&defaults + optimizer_defaults[i].optim_field);
+    }
+    return SC_OK;
+}
+
+/* PyTorch's SGD, and so scorch's, has no momentum unless asked: Nesterov
+ * needs some. Said here, naming the options, rather than by the optimizer. */
+static sc_status check_nesterov(const sc_config *cfg)
+{
+    if (cfg->nesterov && cfg->momentum == 0.0 && strcmp(cfg->optimizer, "sgd") == 0)
+        return sc_error_set(SC_ERR_INVALID, "--nesterov needs --momentum > 0 (sgd's default "
+                            "is 0, as PyTorch's): add --momentum 0.9, say");
+    return SC_OK;
+}
+
 sc_status sc_config_parse(sc_config *cfg, sc_program program, int argc, char **argv,
                           bool *exit_now)
 {
@@ -991,6 +1110,8 @@ sc_status sc_config_parse(sc_config *cfg, sc_program program, int argc, char **a
     if (config)
         SC_TRY(sc_config_load_ini(cfg, program, config));
     SC_TRY(cli_apply(cfg, program, argc, argv));
+    SC_TRY(apply_optimizer_defaults(cfg));
+    SC_TRY(check_nesterov(cfg));
     SC_TRY(check_required(cfg, program));
     SC_TRY(check_in_use(cfg, program));
     return check_limits(cfg, program);
@@ -1049,6 +1170,8 @@ static sc_status ini_apply(ini_state *st, const char *section, const char *name,
                            const char *value)
 {
     const char *want = program_section(st->program);
+    if (st->program == SC_PROGRAM_TRAIN && sc_param_groups_is_section(section))
+        return sc_param_groups_set(&st->cfg->param_groups, section, name, value);
     if (strcmp(section, want) != 0) {
         if (!section[0])
             return sc_error_set(SC_ERR_INVALID, "%s is outside a section; put it under [%s]",
@@ -1208,6 +1331,8 @@ sc_status sc_config_ini_text(const sc_config *cfg, sc_program program, char **te
     fprintf(mem, "; %s configuration, resolved from defaults, --config and the command line\n"
                  "[%s]\n", sc_program_name(program), program_section(program));
     sc_status st = ini_write_options(mem, cfg, program);
+    if (program == SC_PROGRAM_TRAIN)
+        sc_param_groups_write(&cfg->param_groups, mem);
     fclose(mem);
     if (st != SC_OK) {
         free(*text);
@@ -1250,6 +1375,21 @@ static const char *const group_resume_loss[] = {
     [GROUP_EVAL] = "the run differs", [GROUP_GENERAL] = "the run differs",
 };
 
+/* The [params "PATTERN"] sections, compared as a whole: 1 when they differ. */
+static int param_groups_change(const sc_config *saved, const sc_config *cfg,
+                               sc_config_change_fn fn, void *user)
+{
+    char was[1024], now[1024];
+    sc_param_groups_describe(&saved->param_groups, was, sizeof was);
+    sc_param_groups_describe(&cfg->param_groups, now, sizeof now);
+    if (strcmp(was, now) == 0)
+        return 0;
+    if (fn)
+        fn(user, &(sc_config_change){"[params] sections", was, now,
+                                     group_resume_loss[GROUP_OPTIMIZER]});
+    return 1;
+}
+
 /* Options that either side's choices leave unused (--momentum under adam)
  * are not compared: the choice itself is. */
 int sc_config_resume_changes(const sc_config *saved, const sc_config *cfg,
@@ -1271,7 +1411,7 @@ int sc_config_resume_changes(const sc_config *saved, const sc_config *cfg,
         if (fn)
             fn(user, &change);
     }
-    return changed;
+    return changed + param_groups_change(saved, cfg, fn, user);
 }
 
 /* ---- help ------------------------------------------------------------- */

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "param_groups.h"
 #include "scorch/status.h"
 
 enum { SC_PATH_MAX = 4096 };
@@ -48,10 +49,18 @@ typedef struct sc_config {
     int64_t batch_size;             /* --batch-size (128) */
     char optimizer[16];             /* --optimizer sgd|adam|adamw (adam) */
     double lr;                      /* --lr (1e-3) */
-    double weight_decay;            /* --weight-decay (0) */
-    double momentum;                /* --momentum (0.9, SGD only) */
+    double weight_decay;            /* --weight-decay (the optimizer's: adamw 0.01, else 0) */
+    double momentum;                /* --momentum (0; SGD and RMSprop) */
     bool nesterov;                  /* --nesterov (false) */
+    double alpha;                   /* --alpha (0.99, RMSprop only) */
+    bool centered;                  /* --centered (false, RMSprop only) */
     double beta1, beta2, eps;       /* --beta1 0.9 --beta2 0.999 --eps 1e-8 */
+    double ema_decay;               /* --ema-decay D: EMA of the weights (0 = off) */
+    bool ema_warmup;                /* --ema-warmup: timm's ModelEmaV3 warm-up of the decay */
+    double clip_grad_norm;          /* --clip-grad-norm MAX (0 = off) */
+    double clip_grad_value;         /* --clip-grad-value V (0 = off) */
+    char no_decay[256];             /* --no-decay WORD,...: weight decay 0 ("" = none) */
+    sc_param_groups param_groups;   /* INI [params "PATTERN"] sections (param_groups.h) */
     char lr_schedule[16];           /* --lr-schedule constant|step|cosine|plateau */
     int64_t warmup_steps;           /* --warmup-steps (0) */
     int lr_step_epochs;             /* --lr-step-epochs (30) */
@@ -78,15 +87,23 @@ typedef struct sc_config {
     bool resume_anyway;             /* --resume-anyway: accept changed options */
     int64_t checkpoint_every;       /* --checkpoint-every N steps (0 = per epoch only) */
     int keep_last;                  /* --keep-last (3) */
+    char max_time[32];              /* --max-time DURATION: stop with a checkpoint (0 = none) */
     bool tensorboard;               /* --tensorboard: RUN/tensorboard event files (true) */
     int histogram_every;            /* --histogram-every N epochs (1; 0 = never) */
     int64_t max_train_iterations;   /* --max-train-iterations per epoch (0 = all) */
     int64_t max_valid_iterations;   /* --max-valid-iterations (0 = all) */
     int64_t max_test_iterations;    /* --max-test-iterations (0 = all) */
     bool validate_on_train;         /* --validate-on-train: also eval the train split */
+    int64_t validate_every_steps;   /* --validate-every-steps N (0 = at epoch ends only) */
     bool drop_last;                 /* --drop-last: skip a short last train batch (true) */
+    double mixup, cutmix;           /* --mixup A, --cutmix A: Beta(A, A) mixing (0 = off) */
+    double mix_prob;                /* --mix-prob P of mixing a batch (1) */
+    double mix_switch_prob;         /* --mix-switch-prob P of CutMix when both are on (0.5) */
     bool quiet;                     /* --quiet: errors and the final summary only */
     bool summary;                   /* --summary: print the model summary and exit */
+    bool lr_find;                   /* --lr-find: the LR range test instead of training */
+    char lr_find_range[64];         /* --lr-find-range MIN:MAX (1e-7:10) */
+    int lr_find_steps;              /* --lr-find-steps N (100) */
     /* scorch-test */
     char checkpoint[SC_PATH_MAX];   /* --checkpoint PATH */
     char split[16];                 /* --split test|valid|train (test) */
@@ -94,6 +111,7 @@ typedef struct sc_config {
     char predictions[SC_PATH_MAX];  /* --predictions CSV path ("" = none) */
     char confusion[SC_PATH_MAX];    /* --confusion CSV path ("" = none) */
     char per_class[SC_PATH_MAX];    /* --per-class CSV path ("" = none) */
+    bool ema;                       /* --ema: evaluate the checkpoint's EMA weights */
     /* Per option, in the table's order: SC_ORIGIN_DEFAULT, _COMMAND_LINE
      * or the INI line that set it. Read it with sc_config_user_set. */
     int origin[SC_CONFIG_MAX_OPTIONS];
@@ -156,6 +174,9 @@ int sc_config_resume_changes(const sc_config *saved, const sc_config *cfg,
  * every option the checkpoint supplies — model, dataset, dataset-path and
  * their args — that cfg leaves empty. */
 void sc_config_inherit(sc_config *cfg, const sc_config *saved);
+
+/* The shortest %g text that reads back as v. */
+void sc_format_double(double v, char *buf, size_t n);
 
 /* "scorch-train" or "scorch-test". */
 const char *sc_program_name(sc_program program);

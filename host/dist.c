@@ -781,6 +781,11 @@ static sc_status share_tensor(sc_dist *d, sc_tensor *t, const char *what)
     return st;
 }
 
+sc_status sc_dist_share_tensor(sc_dist *d, sc_tensor *t, const char *what)
+{
+    return d->ops ? sc_dist_check(d, share_tensor(d, t, what)) : SC_OK;
+}
+
 /* Rank 0's values, optimizer state and trainer state to every rank. */
 static sc_status share_state(sc_dist *d, sc_optim *opt, sc_train_state *state)
 {

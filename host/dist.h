@@ -145,6 +145,11 @@ sc_status sc_dist_start(sc_dist *d, sc_ctx *ctx, sc_params *params, sc_optim *op
  * rank 0 alone read on resume) to every rank. */
 sc_status sc_dist_share_blobs(sc_dist *d, sc_hook_blobs *blobs);
 
+/* Collective: rank 0's t (on any device) into every rank's t, `what`
+ * naming it in a failure (the EMA of the weights, which rank 0 alone read
+ * on resume). */
+sc_status sc_dist_share_tensor(sc_dist *d, sc_tensor *t, const char *what);
+
 /* Rank 0, on resume, before the position is used: a checkpoint saved by
  * another world size has its mid-epoch position (next_batch) converted to
  * this world size by the samples already trained, rounded up to a whole

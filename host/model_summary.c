@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The batch: one all-zero sample per input of the spec, [1, ...shape]. */
+/* The batch: one all-zero sample per input of the spec, [1, ...shape].
+ * It requires grad, so that every op that depends on it is taped: those
+ * of frozen layers too, whose parameters do not. */
 static sc_status zero_batch(sc_session *s, sc_tensor_list *inputs)
 {
     inputs->n = s->spec.n_inputs;
@@ -16,6 +18,7 @@ static sc_status zero_batch(sc_session *s, sc_tensor_list *inputs)
         inputs->t[k] = sc_tensor_zeros(s->ctx, spec->dtype, spec->ndim + 1, shape);
         if (!inputs->t[k])
             return sc_error_code();
+        inputs->t[k]->flags |= SC_TENSOR_REQUIRES_GRAD;
     }
     return SC_OK;
 }
@@ -102,6 +105,24 @@ static double total_flops(const sc_layer_info *rows, int count)
     return total;
 }
 
+/* Whether row is a layer none of whose parameters trains: the store's
+ * tensors named "<layer>.<part>" (the nn blocks' naming, see the plugin
+ * guide) exist and none requires grad. */
+static bool row_frozen(const sc_params *ps, const sc_layer_info *row)
+{
+    size_t len = strlen(row->name);
+    bool named = false;
+    for (int i = 0; row->params > 0 && i < sc_params_count(ps); i++) {
+        const sc_tensor *t = sc_params_at(ps, i);
+        if (strncmp(t->name, row->name, len) != 0 || t->name[len] != '.')
+            continue;
+        if (t->flags & SC_TENSOR_REQUIRES_GRAD)
+            return false;
+        named = true;
+    }
+    return named;
+}
+
 static void print_table(const sc_session *s, const sc_layer_info *rows, int count, FILE *out)
 {
     char shape[96], params[32], flops[32], trainable[32];
@@ -110,9 +131,9 @@ static void print_table(const sc_session *s, const sc_layer_info *rows, int coun
             "FLOPs");
     for (int i = 0; i < count; i++) {
         const sc_layer_info *r = &rows[i];
-        fprintf(out, "%-*s  %-16s %-18s %12s %9s\n", w, r->name, r->op,
+        fprintf(out, "%-*s  %-16s %-18s %12s %9s%s\n", w, r->name, r->op,
                 sample_shape(r, shape, sizeof shape), with_commas(r->params, params, sizeof params),
-                si(r->flops, flops, sizeof flops));
+                si(r->flops, flops, sizeof flops), row_frozen(s->params, r) ? "  frozen" : "");
     }
     int64_t numel = sc_params_numel(s->params), trained = sc_params_trainable_numel(s->params);
     fprintf(out, "total: %s parameters and buffers, %s trainable; %s FLOPs forward per sample\n",
@@ -149,6 +170,9 @@ sc_status sc_model_summary_run(const sc_config *cfg)
     SC_TRY(sc_session_open(&s, cfg, 0));
     printf("model %s (%s)\n", s.model.api->name, s.model.lib.path);
     sc_status st = sc_model_summary_print(&s, stdout);
+    if (st == SC_OK) /* each parameter's group, with [params] sections or --no-decay */
+        st = sc_param_groups_print(&cfg->param_groups, cfg->no_decay, s.params,
+                                   cfg->weight_decay, stdout);
     sc_session_close(&s);
     return st;
 }

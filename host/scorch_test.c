@@ -109,6 +109,23 @@ static sc_status evaluate(sc_session *s, const sc_config *cfg, sc_metrics *metri
     return closed;
 }
 
+/* The checkpoint's weights into s, or with --ema its EMA weights (the
+ * network computes with what the parameters hold). */
+static sc_status load_weights(sc_session *s, const sc_config *cfg)
+{
+    if (!cfg->ema)
+        return sc_checkpoint_load(cfg->checkpoint, s->params, NULL, NULL, NULL, NULL,
+                                  s->model.api->name, NULL);
+    sc_ema *ema = sc_ema_new(s->params);
+    sc_status st = ema ? sc_checkpoint_load(cfg->checkpoint, s->params, NULL, ema, NULL, NULL,
+                                            s->model.api->name, NULL)
+                       : sc_error_code();
+    if (st == SC_OK)
+        st = sc_ema_swap(ema);
+    sc_ema_free(ema);
+    return st == SC_OK ? SC_OK : sc_error_wrap(st, "--ema");
+}
+
 static sc_status run(sc_config *cfg)
 {
     SC_TRY(fill_from_checkpoint(cfg));
@@ -118,9 +135,7 @@ static sc_status run(sc_config *cfg)
     if (opened != SC_OK) /* its plugins and data may be the checkpoint's */
         return sc_error_wrap(opened, "checkpoint %s", cfg->checkpoint);
     sc_metrics *metrics = sc_metrics_new();
-    sc_status st = metrics ? sc_checkpoint_load(cfg->checkpoint, s.params, NULL, NULL, NULL,
-                                                s.model.api->name, NULL)
-                           : SC_ERR_NOMEM;
+    sc_status st = metrics ? load_weights(&s, cfg) : SC_ERR_NOMEM;
     if (st == SC_OK)
         st = evaluate(&s, cfg, metrics);
     sc_metrics_free(metrics);

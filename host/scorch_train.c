@@ -6,6 +6,7 @@
 #include "config.h"
 #include "crash.h"
 #include "dist.h"
+#include "lr_find.h"
 #include "model_summary.h"
 #include "trainer.h"
 
@@ -48,6 +49,18 @@ static void report_failure(const sc_trainer *trainer)
 static int print_summary(const sc_config *cfg)
 {
     if (sc_model_summary_run(cfg) == SC_OK)
+        return 0;
+    fprintf(stderr, "scorch-train: %s\n", sc_error_message());
+    return 1;
+}
+
+/* --lr-find: the LR range test, and no training. */
+static int find_lr(const sc_config *cfg, int replicas)
+{
+    if (replicas > 1)
+        sc_error_set(SC_ERR_INVALID, "--lr-find runs one replica: not with %d (--replicas, "
+                     "--device)", replicas);
+    else if (sc_lr_find_run(cfg) == SC_OK)
         return 0;
     fprintf(stderr, "scorch-train: %s\n", sc_error_message());
     return 1;
@@ -98,6 +111,10 @@ int main(int argc, char **argv)
     }
     if (exit_now)
         return 0;
+    if (sc_lr_find_check_config(&cfg) != SC_OK) {
+        fprintf(stderr, "scorch-train: %s\n", sc_error_message());
+        return EXIT_USAGE;
+    }
     char program[64]; /* a rank's crash report says which rank it is */
     snprintf(program, sizeof program, "%sscorch-train", sc_dist_log_prefix());
     sc_crash_install(program);
@@ -107,6 +124,8 @@ int main(int argc, char **argv)
     if (replicas == 0)
         return 1;
     install_signal_handlers();
+    if (cfg.lr_find)
+        return find_lr(&cfg, replicas);
     if (replicas == 1)
         return train(&cfg, NULL);
     return sc_dist_run_replicas(replicas, cfg.collective_timeout, train_replica, &cfg);

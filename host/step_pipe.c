@@ -11,6 +11,8 @@ typedef struct result_slot {
     sc_step_info info;
     sc_tensor *loss;   /* pinned, one f32 */
     sc_tensor *guard;  /* pinned, one i32: the optimizer guard's flag */
+    sc_tensor *grad_norm; /* pinned, one f32: the clipped gradients' norm */
+    bool has_grad_norm;
     sc_tensor *outputs[SC_MAX_IO], *targets[SC_MAX_IO]; /* pinned; host */
     size_t output_bytes[SC_MAX_IO], target_bytes[SC_MAX_IO]; /* their capacities */
     sc_tensor_list output_list, target_list;
@@ -57,7 +59,8 @@ static sc_status pipe_init(sc_step_pipe *p, int depth)
         result_slot *r = &p->slots[i];
         if (!(r->arrived = sc_fence_new(dev)) ||
             !(r->loss = sc_tensor_alloc_pinned(SC_F32, 0, NULL)) ||
-            !(r->guard = sc_tensor_alloc_pinned(SC_I32, 0, NULL)))
+            !(r->guard = sc_tensor_alloc_pinned(SC_I32, 0, NULL)) ||
+            !(r->grad_norm = sc_tensor_alloc_pinned(SC_F32, 0, NULL)))
             return sc_error_code();
     }
     return SC_OK;
@@ -88,6 +91,7 @@ static void free_slot(result_slot *r)
     sc_fence_free(r->arrived);
     sc_tensor_free(r->loss);
     sc_tensor_free(r->guard);
+    sc_tensor_free(r->grad_norm);
     for (int i = 0; i < SC_MAX_IO; i++) {
         sc_tensor_free(r->outputs[i]);
         sc_tensor_free(r->targets[i]);
@@ -202,6 +206,8 @@ static sc_status fold_slot(sc_step_pipe *p, result_slot *r)
     sc_step_result step = {.info = r->info,
                            .loss = sc_tensor_f32(r->loss)[0],
                            .skipped = *(const int32_t *)r->guard->data != 0,
+                           .has_grad_norm = r->has_grad_norm,
+                           .grad_norm = r->has_grad_norm ? sc_tensor_f32(r->grad_norm)[0] : 0,
                            .outputs = &r->output_list,
                            .targets = &r->target_list};
     p->folded++;
@@ -212,11 +218,14 @@ static result_slot *oldest(sc_step_pipe *p) { return &p->slots[p->folded % p->de
 
 /* Queues the copies of the step's results into slot r. */
 static sc_status fill_slot(sc_step_pipe *p, result_slot *r, const sc_tensor *loss,
-                           const sc_tensor *guard, const sc_tensor_list *outputs,
-                           const sc_batch *b)
+                           const sc_tensor *guard, const sc_tensor *grad_norm,
+                           const sc_tensor_list *outputs, const sc_batch *b)
 {
     SC_TRY(sc_tensor_copy_async(p->ctx, r->loss, loss));
     SC_TRY(sc_tensor_copy_async(p->ctx, r->guard, guard));
+    r->has_grad_norm = grad_norm != NULL;
+    if (grad_norm)
+        SC_TRY(sc_tensor_copy_async(p->ctx, r->grad_norm, grad_norm));
     r->output_list.n = outputs->n;
     for (int i = 0; i < outputs->n; i++) {
         SC_TRY(fit(&r->outputs[i], &r->output_bytes[i], outputs->t[i], true));
@@ -234,23 +243,26 @@ static sc_status fill_slot(sc_step_pipe *p, result_slot *r, const sc_tensor *los
 }
 
 /* The CPU's step, read where it is. */
-static sc_status fold_now(sc_step_pipe *p, const sc_tensor *loss, const sc_tensor_list *outputs,
-                          const sc_batch *b, const sc_step_info *info)
+static sc_status fold_now(sc_step_pipe *p, const sc_tensor *loss, const sc_tensor *grad_norm,
+                          const sc_tensor_list *outputs, const sc_batch *b,
+                          const sc_step_info *info)
 {
-    float value;
+    float value, norm = 0;
     SC_TRY(sc_tensor_item(loss, &value));
-    sc_step_result step = {.info = *info, .loss = value, .outputs = outputs,
-                           .targets = &b->targets};
+    if (grad_norm)
+        SC_TRY(sc_tensor_item(grad_norm, &norm));
+    sc_step_result step = {.info = *info, .loss = value, .has_grad_norm = grad_norm != NULL,
+                           .grad_norm = norm, .outputs = outputs, .targets = &b->targets};
     return p->fold(p->user, &step);
 }
 
 sc_status sc_step_pipe_add(sc_step_pipe *p, const sc_tensor *loss, const sc_tensor *guard,
-                           const sc_tensor_list *outputs, const sc_batch *b,
-                           const sc_step_info *info)
+                           const sc_tensor *grad_norm, const sc_tensor_list *outputs,
+                           const sc_batch *b, const sc_step_info *info)
 {
     p->stats.steps++;
     if (!p->gpu)
-        return fold_now(p, loss, outputs, b, info);
+        return fold_now(p, loss, grad_norm, outputs, b, info);
     if (p->added - p->folded == p->depth) { /* every slot in flight */
         p->stats.full_waits++;
         SC_TRY(sc_fence_wait(oldest(p)->arrived));
@@ -258,7 +270,7 @@ sc_status sc_step_pipe_add(sc_step_pipe *p, const sc_tensor *loss, const sc_tens
     }
     result_slot *r = &p->slots[p->added % p->depth];
     r->info = *info;
-    SC_TRY(fill_slot(p, r, loss, guard, outputs, b));
+    SC_TRY(fill_slot(p, r, loss, guard, grad_norm, outputs, b));
     p->added++;
     return SC_OK;
 }

@@ -9,7 +9,8 @@
  * compute stream waits for the copy, and the loader refills the slot once
  * the copy is done (the batch's `uploaded` fence).
  *
- * Results. A step's loss and outputs, and the optimizer guard's flag, are
+ * Results. A step's loss and outputs, the optimizer guard's flag and the
+ * clipped gradients' norm (with clipping) are
  * copied behind it, on the compute stream, into one of `depth` pinned
  * slots, with the batch's targets beside them, and read:
  *   - without waiting, once they have arrived (sc_step_pipe_poll);
@@ -57,6 +58,8 @@ typedef struct sc_step_info {
 typedef struct sc_step_result {
     sc_step_info info;
     double loss; /* the batch's mean loss, as the f32 the criterion gave */
+    bool has_grad_norm; /* grad_norm holds the step's gradient norm */
+    double grad_norm;   /* before clipping (sc_grad_clip_last_norm), as its f32 */
     bool skipped; /* on a GPU: the optimizer's guard had found a non-finite
                      loss or gradient by this step, whose update and every
                      later one were skipped (sc_optim_guard) */
@@ -85,12 +88,14 @@ sc_status sc_step_pipe_upload(sc_step_pipe *p, const sc_batch *b, sc_tensor_list
 sc_status sc_step_pipe_consumed(sc_step_pipe *p);
 
 /* Queues the step's loss and outputs (step tensors) for folding, with the
- * batch's targets and the optimizer guard's flag as the step left it
- * (sc_optim_guard_flag; unused on the CPU); on the CPU folds the step now.
- * May first fold the oldest step in flight, waiting for it. */
+ * batch's targets, the optimizer guard's flag as the step left it
+ * (sc_optim_guard_flag; unused on the CPU) and the gradient norm it
+ * clipped (one f32 on the device, sc_grad_clip_last_norm; NULL: none); on
+ * the CPU folds the step now. May first fold the oldest step in flight,
+ * waiting for it. */
 sc_status sc_step_pipe_add(sc_step_pipe *p, const sc_tensor *loss, const sc_tensor *guard,
-                           const sc_tensor_list *outputs, const sc_batch *b,
-                           const sc_step_info *info);
+                           const sc_tensor *grad_norm, const sc_tensor_list *outputs,
+                           const sc_batch *b, const sc_step_info *info);
 
 /* Folds the steps that have arrived, oldest first, without waiting. */
 sc_status sc_step_pipe_poll(sc_step_pipe *p);

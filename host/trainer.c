@@ -12,6 +12,7 @@ volatile sig_atomic_t sc_trainer_stop_signal;
 volatile sig_atomic_t sc_trainer_save_signal;
 
 static sc_status serve_requests(sc_trainer *t);
+static sc_status validate_within_epoch(sc_trainer *t, bool *saved);
 
 /* ---- checkpoints ---- */
 
@@ -22,7 +23,7 @@ static sc_status write_checkpoint(sc_trainer *t, bool best)
     /* The hooks hand over their state first: a failing hook writes nothing. */
     sc_hook_blobs_clear(&t->hook_blobs);
     SC_TRY(trainer_run_point(t, "checkpoint_save", SC_SPLIT_TRAIN));
-    SC_TRY(sc_checkpoint_save(path, t->s.params, t->opt, &t->state, t->train_sums,
+    SC_TRY(sc_checkpoint_save(path, t->s.params, t->opt, t->ema, &t->state, t->train_sums,
                               t->config_text, t->s.model.api->name, &t->hook_blobs));
     SC_TRY(sc_run_dir_publish(&t->rd, path, "last"));
     if (best)
@@ -65,6 +66,18 @@ static sc_status loss_now(sc_trainer *t, const sc_batch *b, const sc_tensor *los
     return sc_name_batch(sc_loss_value(loss, "train", t->state.epoch, b->index, value), b);
 }
 
+/* --clip-grad-norm or --clip-grad-value, on the averaged gradients (the
+ * same on every rank), after the after_backward hooks, which see them as
+ * backward left them (as Lightning's on_after_backward). On a GPU it is
+ * queued behind the step, outside its CUDA graph, like the update. */
+static sc_status clip_gradients(sc_trainer *t)
+{
+    if (!t->clip)
+        return SC_OK;
+    return t->cfg.clip_grad_norm > 0 ? sc_grad_clip_norm(t->clip, t->cfg.clip_grad_norm)
+                                     : sc_grad_clip_value(t->clip, t->cfg.clip_grad_value);
+}
+
 /* The step's last micro-batch: the gradients are averaged; the optimizer
  * steps. */
 static sc_status apply_gradients(sc_trainer *t, const sc_batch *b, const sc_tensor *loss)
@@ -81,7 +94,11 @@ static sc_status apply_gradients(sc_trainer *t, const sc_batch *b, const sc_tens
     ctx.n_grads = t->n_grads;
     ctx.grads = t->grads;
     SC_TRY(trainer_run_hooks(t, &ctx));
+    SC_TRY(clip_gradients(t));
     SC_TRY(sc_optim_step(t->opt, t->lr));
+    if (t->ema) /* timm's ModelEmaV3.update(model, step) after the step it counts */
+        SC_TRY(sc_ema_update(t->ema, sc_ema_decay_at(t->cfg.ema_decay, t->cfg.ema_warmup,
+                                                     t->state.step + 1)));
     if (histograms_due(t, b)) { /* never of the weights a non-finite loss made */
         SC_TRY(loss_now(t, b, loss, &loss_value));
         SC_TRY(trainer_read_params(t));
@@ -119,9 +136,12 @@ static sc_status forward_backward(sc_trainer *t, const sc_batch *b, bool last,
     return sc_optim_guard(t->opt, *loss);
 }
 
-static sc_status train_step(sc_trainer *t, const sc_batch *b)
+static sc_status train_step(sc_trainer *t, const sc_batch *loaded)
 {
     sc_session *s = &t->s;
+    sc_batch mixed; /* --mixup, --cutmix (mix.h); else the batch as loaded */
+    SC_TRY(sc_mix_batch(t->mix, t->state.epoch, loaded, &mixed));
+    const sc_batch *b = &mixed;
     int64_t micro = b->index % t->cfg.accumulate; /* micro-batch of the optimizer step */
     uint64_t stream = sc_rng_mix(RNG_STREAM_STEP, (uint64_t)t->state.step);
     sc_rng_init(sc_ctx_rng(s->ctx), t->state.seed, sc_dist_step_stream(t->dist, stream, micro));
@@ -135,7 +155,9 @@ static sc_status train_step(sc_trainer *t, const sc_batch *b)
     sc_step_info info = {t->state.epoch, b->index, b->size, t->state.step, t->lr, last,
                          .n_samples = sc_samples_named(b->size)};
     memcpy(info.samples, b->samples, (size_t)info.n_samples * sizeof *info.samples);
-    SC_TRY(sc_step_pipe_add(t->pipe, loss, sc_optim_guard_flag(t->opt), &outputs, b, &info));
+    const sc_tensor *norm = last && t->clip ? sc_grad_clip_last_norm(t->clip) : NULL;
+    SC_TRY(sc_step_pipe_add(t->pipe, loss, sc_optim_guard_flag(t->opt), norm, &outputs, b,
+                            &info));
     t->state.next_batch = b->index + 1;
     return SC_OK;
 }
@@ -177,6 +199,9 @@ sc_status trainer_fold_step(void *user, const sc_step_result *r)
     t->state.samples += step->size;
     t->loss = r->loss;
     log_step_loss(t, step, r->loss);
+    if (r->has_grad_norm) /* with clipping: the norm before it, each optimizer step */
+        SC_TRY(sc_run_log_scalar(&t->log, step->epoch, step->step, "train/grad_norm",
+                                 r->grad_norm));
     return SC_OK;
 }
 
@@ -210,7 +235,9 @@ static sc_status after_batch(sc_trainer *t, const sc_batch *b, double t0,
     sc_run_log_progress(&t->log, &progress);
     if (t->state.next_batch % t->cfg.accumulate != 0) /* inside an optimizer step */
         return SC_OK;
-    if (t->cfg.checkpoint_every > 0 && t->state.step % t->cfg.checkpoint_every == 0 &&
+    bool saved = false; /* a new best metric */
+    SC_TRY(validate_within_epoch(t, &saved));
+    if (!saved && t->cfg.checkpoint_every > 0 && t->state.step % t->cfg.checkpoint_every == 0 &&
         t->state.next_batch < t->steps_per_epoch)
         SC_TRY(save_checkpoint(t, false));
     return serve_requests(t);
@@ -343,8 +370,8 @@ static sc_status eval_batch_end(void *user, const sc_batch *b, const sc_tensor_l
 }
 
 /* Evaluates `split` through `loader`; the metrics stay in t->eval_sums. */
-static sc_status eval_phase(sc_trainer *t, sc_split split, sc_loader *loader,
-                            const char *name, bool final)
+static sc_status eval_weights(sc_trainer *t, sc_split split, sc_loader *loader,
+                              const char *name, bool final)
 {
     sc_metrics_reset(t->eval_sums);
     SC_TRY(trainer_run_point(t, "phase_begin", split));
@@ -363,6 +390,23 @@ static sc_status eval_phase(sc_trainer *t, sc_split split, sc_loader *loader,
     return phase_end_hooks(t, split, loss, t->eval_sums, seconds, sums.samples);
 }
 
+/* The pass of the weights, then with --ema-decay the same pass of their
+ * EMA, logged as phase "<name>_ema"; the metrics left in t->eval_sums are
+ * the last pass's. */
+static sc_status eval_phase(sc_trainer *t, sc_split split, sc_loader *loader,
+                            const char *name, bool final)
+{
+    SC_TRY(eval_weights(t, split, loader, name, final));
+    if (!t->ema)
+        return SC_OK;
+    char ema_name[64];
+    snprintf(ema_name, sizeof ema_name, "%s_ema", name);
+    SC_TRY(sc_ema_swap(t->ema)); /* the network now computes with the EMA weights */
+    sc_status st = eval_weights(t, split, loader, ema_name, final);
+    sc_status back = sc_ema_swap(t->ema);
+    return st != SC_OK ? st : back;
+}
+
 /* ---- epochs ---- */
 
 /* The main metric of `metrics`, which the socket must report. */
@@ -377,12 +421,9 @@ static sc_status main_metric(const sc_trainer *t, const sc_metrics *metrics, dou
     return SC_OK;
 }
 
-/* After valid: schedule, best tracking, checkpoint. */
-static sc_status end_epoch(sc_trainer *t, const sc_metrics *monitored)
+/* Whether value is the best main metric so far; it is noted when so. */
+static bool note_best(sc_trainer *t, double value)
 {
-    double value = 0;
-    SC_TRY(main_metric(t, monitored, &value));
-    sc_schedule_observe(&t->state.schedule, value);
     bool higher = t->s.main_metric_mode == SC_METRIC_MAX;
     bool best = !t->state.has_best ||
                 (higher ? value > t->state.best_metric : value < t->state.best_metric);
@@ -391,6 +432,16 @@ static sc_status end_epoch(sc_trainer *t, const sc_metrics *monitored)
         t->state.best_metric = value;
         t->state.best_epoch = t->state.epoch;
     }
+    return best;
+}
+
+/* After valid: schedule, best tracking, checkpoint. */
+static sc_status end_epoch(sc_trainer *t, const sc_metrics *monitored)
+{
+    double value = 0;
+    SC_TRY(main_metric(t, monitored, &value));
+    sc_schedule_observe(&t->state.schedule, value);
+    bool best = note_best(t, value);
     int epoch = t->state.epoch;
     t->state.epoch = epoch + 1;
     t->state.next_batch = 0;
@@ -401,6 +452,27 @@ static sc_status end_epoch(sc_trainer *t, const sc_metrics *monitored)
     sc_status st = save_checkpoint(t, best);
     t->state.epoch = epoch; /* hooks still see the epoch that ended */
     return st;
+}
+
+/* --validate-every-steps: a valid pass after every N optimizer steps
+ * (counted over the run, as the step numbers), except at the epoch's
+ * last, which the epoch-end pass validates. A new best metric writes a
+ * checkpoint, published as best (*saved); the plateau schedule counts
+ * epochs and sees the epoch-end passes only. The training trajectory is
+ * the same as without: the pass draws from no train stream (train_step
+ * seeds each step's own) and leaves the network in train mode. */
+static sc_status validate_within_epoch(sc_trainer *t, bool *saved)
+{
+    int64_t every = t->cfg.validate_every_steps;
+    if (every == 0 || t->state.step % every != 0 || t->state.next_batch == t->steps_per_epoch ||
+        sc_session_split_len(&t->s, SC_SPLIT_VALID) == 0)
+        return SC_OK;
+    SC_TRY(sc_step_pipe_drain(t->pipe)); /* a non-finite train step stops it first */
+    SC_TRY(eval_phase(t, SC_SPLIT_VALID, t->loaders[SC_SPLIT_VALID], "valid_step", false));
+    double value = 0;
+    SC_TRY(main_metric(t, t->eval_sums, &value));
+    *saved = note_best(t, value);
+    return *saved ? save_checkpoint(t, true) : SC_OK;
 }
 
 static sc_status run_epoch(sc_trainer *t)
@@ -414,6 +486,7 @@ static sc_status run_epoch(sc_trainer *t)
     bool has_valid = sc_session_split_len(&t->s, SC_SPLIT_VALID) > 0;
     if (has_valid)
         SC_TRY(eval_phase(t, SC_SPLIT_VALID, t->loaders[SC_SPLIT_VALID], "valid", false));
+    /* valid's metrics, of the EMA weights with --ema-decay (as timm's train.py) */
     const sc_metrics *monitored = has_valid ? t->eval_sums : t->train_sums;
     SC_TRY(end_epoch(t, monitored));
     sc_hook_context ctx = trainer_hook_context(t, "epoch_end", SC_SPLIT_VALID);
@@ -505,6 +578,11 @@ static sc_status serve_requests(sc_trainer *t)
         SC_TRY(serve_request(t, &r));
     if (sc_trainer_stop_signal)
         t->interrupted = true;
+    /* --max-time: rank 0's clock decides; the ranks agree on the stop */
+    if (t->deadline > 0 && sc_dist_is_root(t->dist) && sc_now() >= t->deadline) {
+        t->out_of_time = true;
+        t->interrupted = true;
+    }
     return SC_OK;
 }
 
@@ -541,10 +619,26 @@ bool sc_trainer_last_checkpoint(const sc_trainer *t, char *path, size_t size)
     return f != NULL;
 }
 
+/* The last line of a run stopped early. */
+static void stop_outcome(const sc_trainer *t, char *text, size_t size)
+{
+    if (!sc_trainer_stop_signal && t->out_of_time) {
+        snprintf(text, size, "stopped at epoch %d, step %lld, as the --max-time budget of %s "
+                 "was spent, after writing a checkpoint; continue with --resume (the budget "
+                 "starts afresh)", t->state.epoch, (long long)t->state.step, t->cfg.max_time);
+        return;
+    }
+    snprintf(text, size, "stopped by %s at epoch %d, step %lld, after writing a checkpoint; "
+             "continue with --resume", sc_trainer_stop_signal ? "a signal" : "scorch-ctl",
+             t->state.epoch, (long long)t->state.step);
+}
+
 static sc_status run(sc_trainer *t, bool *interrupted)
 {
     if (t->state.finished) /* resumed, with nothing left to do: set-up said so */
         return SC_OK;
+    /* The budget counts this process's time: a resumed run has it afresh. */
+    t->deadline = t->time_budget > 0 ? sc_now() + t->time_budget : 0;
     sc_status st = t->cfg.resume ? trainer_load_hook_state(t) : SC_OK;
     if (st == SC_OK)
         st = trainer_run_point(t, "train_begin", SC_SPLIT_TRAIN);
@@ -559,10 +653,7 @@ static sc_status run(sc_trainer *t, bool *interrupted)
     *interrupted = t->interrupted && sc_trainer_stop_signal; /* not scorch-ctl's stop */
     if (t->interrupted) {
         char outcome[256];
-        snprintf(outcome, sizeof outcome, "stopped by %s at epoch %d, step %lld, after "
-                 "writing a checkpoint; continue with --resume",
-                 sc_trainer_stop_signal ? "a signal" : "scorch-ctl", t->state.epoch,
-                 (long long)t->state.step);
+        stop_outcome(t, outcome, sizeof outcome);
         sc_run_log_final(&t->log, "%s", outcome);
         sc_steer_close(&t->steer, true, outcome);
         return SC_OK;

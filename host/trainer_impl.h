@@ -13,6 +13,7 @@
 #include "evaluate.h"
 #include "graph_step.h"
 #include "loader.h"
+#include "mix.h"
 #include "model_summary.h"
 #include "run_dir.h"
 #include "run_log.h"
@@ -26,6 +27,8 @@ struct sc_trainer {
     sc_config cfg;
     sc_session s;
     sc_optim *opt;
+    sc_grad_clip *clip;       /* --clip-grad-norm or --clip-grad-value; else NULL */
+    sc_ema *ema;              /* --ema-decay: the EMA of the weights; else NULL */
     sc_loader *loaders[SC_SPLIT_COUNT];
     sc_loader *train_eval; /* the train split in order (--validate-on-train) */
     sc_metrics *train_sums; /* of the train phase in progress */
@@ -54,6 +57,10 @@ struct sc_trainer {
     sc_dist *dist;            /* this process's rank of the job (dist.h) */
     sc_graph_step graphs;     /* the train step as a CUDA graph (graph_step.h) */
     sc_step_pipe *pipe;       /* uploads and results of the steps in flight */
+    sc_mix *mix;              /* --mixup, --cutmix (mix.h); NULL: off */
+    double time_budget;       /* --max-time in seconds; 0: none */
+    double deadline;          /* when the budget is spent (sc_now()); 0: never */
+    bool out_of_time;         /* the budget stopped the run */
 };
 
 /* ---- trainer.c ---- */
@@ -63,6 +70,9 @@ struct sc_trainer {
 sc_status trainer_fold_step(void *user, const sc_step_result *step);
 
 /* ---- trainer_setup.c ---- */
+
+/* Makes t->opt as the config says (set-up; lr_find.c makes a fresh one). */
+sc_status trainer_make_optimizer(sc_trainer *t);
 
 /* Refreshes host_values and host_grads from a GPU's flat buffers. */
 sc_status trainer_read_params(sc_trainer *t);

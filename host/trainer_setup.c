@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "crash.h"
+#include "duration.h"
 #include "trainer_impl.h"
 
 /* ---- set-up ---- */
@@ -16,21 +17,70 @@
  * while the host reads one. */
 enum { STEPS_IN_FLIGHT = 3 };
 
-static sc_status make_optimizer(sc_trainer *t)
+sc_status trainer_make_optimizer(sc_trainer *t)
 {
     sc_optim_kind kind;
     SC_TRY(sc_optim_kind_parse(t->cfg.optimizer, &kind));
     sc_optim_config oc = sc_optim_defaults(kind);
     oc.weight_decay = t->cfg.weight_decay;
-    if (kind == SC_OPTIM_SGD) {
+    if (kind == SC_OPTIM_SGD || kind == SC_OPTIM_RMSPROP)
         oc.momentum = t->cfg.momentum;
+    if (kind == SC_OPTIM_SGD)
         oc.nesterov = t->cfg.nesterov;
-    }
+    oc.alpha = t->cfg.alpha;
+    oc.centered = t->cfg.centered;
     oc.beta1 = t->cfg.beta1;
     oc.beta2 = t->cfg.beta2;
     oc.eps = t->cfg.eps;
     t->opt = sc_optim_new(t->s.params, &oc);
-    return t->opt ? SC_OK : sc_error_wrap(SC_ERR_INVALID, "--optimizer %s", t->cfg.optimizer);
+    if (!t->opt)
+        return sc_error_wrap(SC_ERR_INVALID, "--optimizer %s", t->cfg.optimizer);
+    /* [params "PATTERN"] sections and --no-decay, over the effective decay */
+    return sc_param_groups_apply(&t->cfg.param_groups, t->cfg.no_decay, t->s.params, t->opt,
+                                 oc.weight_decay);
+}
+
+/* --clip-grad-norm or --clip-grad-value (one of them, as Lightning's
+ * gradient_clip_algorithm). */
+static sc_status make_clip(sc_trainer *t)
+{
+    if (t->cfg.clip_grad_norm > 0 && t->cfg.clip_grad_value > 0)
+        return sc_error_set(SC_ERR_INVALID, "--clip-grad-norm %g and --clip-grad-value %g: "
+                            "choose one", t->cfg.clip_grad_norm, t->cfg.clip_grad_value);
+    if (t->cfg.clip_grad_norm == 0 && t->cfg.clip_grad_value == 0)
+        return SC_OK;
+    t->clip = sc_grad_clip_new(t->s.params);
+    return t->clip ? SC_OK : sc_error_code();
+}
+
+/* --ema-decay: the EMA of the weights, a copy of them until the first
+ * step (or the checkpoint's on resume). */
+static sc_status make_ema(sc_trainer *t)
+{
+    if (t->cfg.ema_decay == 0) {
+        if (t->cfg.ema_warmup)
+            return sc_error_set(SC_ERR_INVALID, "--ema-warmup needs --ema-decay D > 0 (the "
+                                "decay it ramps up to)");
+        return SC_OK;
+    }
+    t->ema = sc_ema_new(t->s.params);
+    return t->ema ? SC_OK : sc_error_wrap(sc_error_code(), "--ema-decay %g", t->cfg.ema_decay);
+}
+
+/* After the ranks start: rank 0's EMA to every rank, so that all stay
+ * identical (on a fresh run each copies rank 0's broadcast weights). */
+static sc_status share_ema(sc_trainer *t)
+{
+    if (!t->ema)
+        return SC_OK;
+    if (!t->cfg.resume)
+        return sc_ema_update(t->ema, 0.0); /* decay 0: a copy */
+    for (int i = 0; i < sc_params_count(t->s.params); i++) {
+        sc_tensor *e = sc_ema_at(t->ema, i);
+        if (e)
+            SC_TRY(sc_dist_share_tensor(t->dist, e, "the broadcast of rank 0's EMA weights"));
+    }
+    return SC_OK;
 }
 
 static sc_status make_loader(sc_trainer *t, sc_split split, bool shuffle, sc_loader **out)
@@ -159,7 +209,8 @@ static sc_status open_run_dir(sc_trainer *t)
 {
     if (!t->cfg.run_dir[0])
         default_run_dir(t);
-    SC_TRY(sc_run_dir_prepare(&t->rd, t->cfg.run_dir, t->cfg.resume));
+    /* --lr-find adds its two files to any run directory, a run's too */
+    SC_TRY(sc_run_dir_prepare(&t->rd, t->cfg.run_dir, t->cfg.resume || t->cfg.lr_find));
     return sc_config_ini_text(&t->cfg, SC_PROGRAM_TRAIN, &t->config_text);
 }
 
@@ -181,7 +232,9 @@ static sc_status open_log(sc_trainer *t)
     char path[SC_PATH_MAX];
     sc_run_dir_file(&t->rd, "metrics.jsonl", path, sizeof path);
     bool root = sc_dist_is_root(t->dist); /* rank 0 alone writes */
-    SC_TRY(sc_run_log_open(&t->log, root ? path : NULL, t->cfg.quiet || !root, t->cfg.epochs));
+    bool records = root && !t->cfg.lr_find; /* --lr-find writes none */
+    SC_TRY(sc_run_log_open(&t->log, records ? path : NULL, t->cfg.quiet || !root,
+                           t->cfg.epochs));
     t->log.silent = !root;
     /* mpirun gives ranks a pty even when the job's output goes to a file */
     if (sc_dist_world(t->dist) > 1)
@@ -318,7 +371,7 @@ static sc_status resume(sc_trainer *t)
     bool lr_changed = false;
     SC_TRY(compare_options(t, path, &changes, &lr_changed));
     sc_train_state saved = t->state; /* keeps the schedule's configuration */
-    sc_status st = sc_checkpoint_load(path, t->s.params, t->opt, &saved, t->train_sums,
+    sc_status st = sc_checkpoint_load(path, t->s.params, t->opt, t->ema, &saved, t->train_sums,
                                       t->s.model.api->name, &t->hook_blobs);
     if (st != SC_OK && changes.count && !changes.anyway) /* a changed model fails to load */
         return refuse_changes(&changes, path);
@@ -446,9 +499,13 @@ static sc_status setup(sc_trainer *t, const sc_dist_seat *seat)
     if (!(t->train_sums = sc_metrics_new()) || !(t->eval_sums = sc_metrics_new()))
         return SC_ERR_NOMEM;
     SC_TRY(make_host_views(t));
-    SC_TRY(make_optimizer(t));
+    SC_TRY(trainer_make_optimizer(t));
+    SC_TRY(make_clip(t));
+    SC_TRY(make_ema(t));
     SC_TRY(make_loaders(t));
+    SC_TRY(sc_mix_new(&t->cfg, &t->s, sc_dist_rank(t->dist), &t->mix));
     SC_TRY(init_state(t));
+    SC_TRY(sc_duration_parse(t->cfg.max_time, &t->time_budget));
     SC_TRY(sc_dist_verify(t->dist, &t->s, &t->cfg));
     if (sc_dist_is_root(t->dist)) { /* the others wait for it in sc_dist_start */
         SC_TRY(open_run_dir(t));
@@ -457,11 +514,12 @@ static sc_status setup(sc_trainer *t, const sc_dist_seat *seat)
             SC_TRY(resume(t));
     }
     SC_TRY(sc_dist_start(t->dist, t->s.ctx, t->s.params, t->opt, &t->state));
+    SC_TRY(share_ema(t));
     if (t->state.finished) { /* sc_trainer_run does nothing */
         report_finished(t);
         return SC_OK;
     }
-    if (sc_dist_is_root(t->dist))
+    if (sc_dist_is_root(t->dist) && !t->cfg.lr_find)
         SC_TRY(write_config(t));
     SC_TRY(sc_dist_share_blobs(t->dist, &t->hook_blobs));
     SC_TRY(open_log(t));
@@ -472,7 +530,7 @@ static sc_status setup(sc_trainer *t, const sc_dist_seat *seat)
     SC_TRY(open_tensorboard(t));
     SC_TRY(size_threads(t));
     describe(t);
-    return open_control(t);
+    return t->cfg.lr_find ? SC_OK : open_control(t);
 }
 
 sc_status sc_trainer_new(const sc_config *cfg, const sc_dist_seat *seat, sc_trainer **out)
@@ -503,7 +561,10 @@ void sc_trainer_free(sc_trainer *t)
     sc_loader_free(t->train_eval);
     sc_graph_step_free(&t->graphs);
     sc_step_pipe_free(t->pipe);
+    sc_mix_free(t->mix);
     sc_optim_free(t->opt);
+    sc_grad_clip_free(t->clip);
+    sc_ema_free(t->ema);
     sc_metrics_free(t->train_sums);
     sc_metrics_free(t->eval_sums);
     if (t->s.params) /* opened */

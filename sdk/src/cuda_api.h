@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "op.h"
+#include "ema_impl.h"
 #include "optim_impl.h"
 #include "scorch/device.h"
 
@@ -68,12 +69,25 @@ const sc_kernel *sc_cuda_kernel(sc_op_id op);
  * buffers, on the device's compute stream. */
 sc_status sc_cuda_optim_update(int index, const sc_optim_update *update);
 
+/* One EMA pass (lerp or swap) over the parameter ranges of the flat
+ * buffers, on the device's compute stream. */
+sc_status sc_cuda_ema_pass(int index, const sc_ema_pass *pass);
+
+/* Gradient clipping (grad_clip.c) over g [n], on the device's compute
+ * stream: the L2 norm into *norm through partials (SC_CUDA_CLIP_BLOCKS
+ * doubles) and, when scale, g scaled by *coef = min(1, max_norm /
+ * (norm + 1e-6)); clamp: each of g into [-value, value]. */
+enum { SC_CUDA_CLIP_BLOCKS = 256 };
+sc_status sc_cuda_grad_clip_norm(int index, float *g, int64_t n, double max_norm, bool scale,
+                                 double *partials, float *norm, float *coef);
+sc_status sc_cuda_grad_clamp(int index, float *g, int64_t n, float value);
+
 /* Graph capture on ctx's compute stream (scorch/device.h). */
 sc_status sc_cuda_capture_begin(sc_ctx *ctx);
 sc_status sc_cuda_capture_end(sc_ctx *ctx, sc_graph **out);
 
 /* The table libscorch_cuda exports; version changes with its layout. */
-enum { SC_CUDA_API_VERSION = 3 };
+enum { SC_CUDA_API_VERSION = 4 };
 typedef struct sc_cuda_api {
     int version;
     int (*device_count)(void);
@@ -107,6 +121,11 @@ typedef struct sc_cuda_api {
     sc_status (*fence_set)(sc_ctx *ctx, sc_fence *fence);
     sc_status (*fence_wait)(sc_fence *fence);
     sc_status (*fence_passed)(sc_fence *fence, bool *passed);
+    /* version 4: issue 15 */
+    sc_status (*ema_pass)(int index, const sc_ema_pass *pass); /* EMA of weights */
+    sc_status (*grad_clip_norm)(int index, float *g, int64_t n, double max_norm, bool scale,
+                                double *partials, float *norm, float *coef);
+    sc_status (*grad_clamp)(int index, float *g, int64_t n, float value);
 } sc_cuda_api;
 
 #endif

@@ -166,6 +166,23 @@ sc_status sc_cuda_optim_update(int index, const sc_optim_update *update)
     return backend() ? api->optim_update(index, update) : unavailable();
 }
 
+sc_status sc_cuda_ema_pass(int index, const sc_ema_pass *pass)
+{
+    return backend() ? api->ema_pass(index, pass) : unavailable();
+}
+
+sc_status sc_cuda_grad_clip_norm(int index, float *g, int64_t n, double max_norm, bool scale,
+                                 double *partials, float *norm, float *coef)
+{
+    return backend() ? api->grad_clip_norm(index, g, n, max_norm, scale, partials, norm, coef)
+                     : unavailable();
+}
+
+sc_status sc_cuda_grad_clamp(int index, float *g, int64_t n, float value)
+{
+    return backend() ? api->grad_clamp(index, g, n, value) : unavailable();
+}
+
 sc_status sc_cuda_capture_begin(sc_ctx *ctx)
 {
     return backend() ? api->capture_begin(ctx) : unavailable();

@@ -89,14 +89,22 @@ int sc_metrics_find(const sc_metrics *m, const char *name)
 
 static bool is_int_dtype(sc_dtype d) { return d == SC_I32 || d == SC_I64 || d == SC_U8; }
 
+/* Integer class indices [N], or f32 class probabilities [N, C]. */
+static bool targets_fit(const sc_tensor *logits, const sc_tensor *target)
+{
+    if (target->dtype == SC_F32)
+        return sc_tensor_same_shape(target, logits);
+    return is_int_dtype(target->dtype) && target->ndim == 1 &&
+           target->shape[0] == logits->shape[0];
+}
+
 static sc_status check_classifier(const sc_tensor *logits, const sc_tensor *target)
 {
     char ls[64], ts[64];
-    if (logits->dtype != SC_F32 || logits->ndim != 2 || !is_int_dtype(target->dtype) ||
-        target->ndim != 1 || target->shape[0] != logits->shape[0])
+    if (logits->dtype != SC_F32 || logits->ndim != 2 || !targets_fit(logits, target))
         return sc_error_set(SC_ERR_INVALID,
-                            "accuracy: expected f32 logits [N, C] and integer targets [N], "
-                            "got %s %s and %s %s",
+                            "accuracy: expected f32 logits [N, C] and integer targets [N] "
+                            "or f32 class probabilities [N, C], got %s %s and %s %s",
                             sc_dtype_name(logits->dtype),
                             sc_shape_str(logits->ndim, logits->shape, ls, sizeof ls),
                             sc_dtype_name(target->dtype),
@@ -104,6 +112,19 @@ static sc_status check_classifier(const sc_tensor *logits, const sc_tensor *targ
     if (logits->device.kind != SC_DEVICE_CPU || target->device.kind != SC_DEVICE_CPU)
         return sc_error_set(SC_ERR_UNSUPPORTED, "accuracy: logits and targets must be on the CPU");
     return SC_OK;
+}
+
+/* Sample i's class: its index, or the dominant label of a probability row
+ * (the first largest, as torch.argmax). */
+static int64_t target_class(const sc_tensor *target, int64_t i)
+{
+    if (target->dtype != SC_F32)
+        return sc_tensor_get_int(target, i);
+    int64_t classes = target->shape[1], best = 0;
+    const float *row = sc_tensor_f32(target) + i * classes;
+    for (int64_t c = 1; c < classes; c++)
+        best = row[c] > row[best] ? c : best;
+    return best;
 }
 
 /* Classes that rank at or above the target in row [C]: every other class
@@ -129,7 +150,7 @@ static sc_status count_topk(const sc_tensor *logits, const sc_tensor *target, in
     const float *x = sc_tensor_f32(logits); /* [n, classes] */
     *correct = 0;
     for (int64_t i = 0; i < n; i++) {
-        int64_t t = sc_tensor_get_int(target, i);
+        int64_t t = target_class(target, i);
         if (t < 0 || t >= classes)
             return sc_error_set(SC_ERR_INVALID,
                                 "accuracy: target %lld of sample %lld is outside 0..%lld",

@@ -344,7 +344,8 @@ Test(gpu_nan, a_nan_micro_batch_leaves_the_model_as_before_it)
     int64_t batch = cpu_nan_batch(cpu_message, sizeof cpu_message);
     cr_assert(batch >= 2 && batch + 6 < 32, "the NaN at batch %lld", (long long)batch);
     expect_nan_step_skipped(batch / 2, cpu_message,
-                            (const char *[]){"--accumulate", "2", "--optimizer", "sgd", NULL});
+                            (const char *[]){"--accumulate", "2", "--optimizer", "sgd",
+                                             "--momentum", "0.9", NULL});
 }
 
 /* A finite loss whose gradients were not: the host names the step (the

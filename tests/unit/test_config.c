@@ -78,7 +78,7 @@ Test(config, defaults_are_the_documented_ones)
     cr_expect_str_eq(c.optimizer, "adam");
     cr_expect_eq(c.lr, 1e-3);
     cr_expect_eq(c.weight_decay, 0);
-    cr_expect_eq(c.momentum, 0.9);
+    cr_expect_eq(c.momentum, 0);
     cr_expect_not(c.nesterov);
     cr_expect_eq(c.beta1, 0.9);
     cr_expect_eq(c.beta2, 0.999);
@@ -115,8 +115,8 @@ Test(config, command_line_takes_both_value_forms)
     sc_config c;
     cr_assert_eq(TRAIN(&c, "--epochs", "3", "--batch-size=64", "--lr", "0.5", "--optimizer=sgd",
                        "--quiet", "--seed", "18446744073709551615", "--model-args=hidden=32:16",
-                       "--dataset-path", "/data/x", "--nesterov", "--max-train-iterations",
-                       "9000000000"),
+                       "--dataset-path", "/data/x", "--momentum", "0.9", "--nesterov",
+                       "--max-train-iterations", "9000000000"),
                  SC_OK, "%s", sc_error_message());
     cr_expect_str_eq(c.model, "m.so");
     cr_expect_str_eq(c.dataset, "d.so");
@@ -539,7 +539,8 @@ static void append_written(const sc_config *c, sc_program program, char *text, s
 Test(config, written_config_has_every_option_of_the_program)
 {
     static const char *const choices[][2] = {
-        {"sgd", "step"}, {"adam", "cosine"}, {"adamw", "plateau"}, {"adam", "constant"}};
+        {"sgd", "step"}, {"adam", "cosine"}, {"adamw", "plateau"}, {"adam", "constant"},
+        {"rmsprop", "constant"}};
     for (sc_program program = SC_PROGRAM_TRAIN; program <= SC_PROGRAM_TEST; program++) {
         static char text[65536];
         text[0] = '\0';
@@ -618,12 +619,12 @@ Test(config, options_the_chosen_optimizer_or_schedule_does_not_use_are_refused)
         const char *args[5], *message;
     } refused[] = {
         {{"--momentum", "0.5"},
-         "--momentum is for --optimizer sgd, not adam (the default): remove it, or choose "
-         "--optimizer sgd"},
+         "--momentum is for --optimizer sgd or rmsprop, not adam (the default): remove it, or "
+         "choose --optimizer sgd or rmsprop"},
         {{"--optimizer", "adamw", "--nesterov"}, "--nesterov is for --optimizer sgd, not adamw"},
         {{"--optimizer", "sgd", "--beta2", "0.99"},
-         "--beta2 is for --optimizer adam|adamw, not sgd"},
-        {{"--eps", "1e-6", "--optimizer=sgd"}, "--eps is for --optimizer adam|adamw, not sgd"},
+         "--beta2 is for --optimizer adam, adamw, lamb or lion, not sgd"},
+        {{"--eps", "1e-6", "--optimizer=sgd"}, "--eps is for --optimizer adam, adamw, rmsprop or lamb, not sgd"},
         {{"--lr-min", "0.1"}, "--lr-min is for --lr-schedule cosine, not constant (the default)"},
         {{"--lr-schedule", "step", "--lr-patience", "3"},
          "--lr-patience is for --lr-schedule plateau, not step"},
@@ -656,7 +657,7 @@ Test(config, an_ini_files_unused_option_is_refused_by_line_unless_the_command_li
     sc_config c;
     cr_assert_eq(TRAIN(&c, "--config", path), SC_ERR_INVALID);
     assert_message_has(path);
-    assert_message_has(":3: momentum is for --optimizer sgd, not adam: remove it");
+    assert_message_has(":3: momentum is for --optimizer sgd or rmsprop, not adam: remove it");
     cr_assert_eq(TRAIN(&c, "--config", path, "--optimizer", "sgd"), SC_OK, "%s",
                  sc_error_message());
     cr_expect_eq(c.momentum, 0.8);
@@ -689,7 +690,8 @@ Test(config, written_config_leaves_out_unused_options_and_loads_back)
     static const struct {
         const char *args[4], *written, *left_out;
     } runs[] = {
-        {{"--optimizer", "sgd", "--nesterov"}, "\nmomentum = 0.9\n", "\nbeta1 ="},
+        {{"--optimizer", "sgd", "--momentum=0.9", "--nesterov"}, "\nmomentum = 0.9\n",
+         "\nbeta1 ="},
         {{"--lr-schedule", "cosine", "--lr-min", "0.01"}, "\nlr-min = 0.01\n", "\nmomentum ="},
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
@@ -948,4 +950,76 @@ Test(config, a_value_given_to_a_flag_shows_its_two_forms)
                        "on, --no-drop-last");
     cr_assert_eq(TRAIN(&c, "--no-drop-last", "--tensorboard"), SC_OK, "%s", sc_error_message());
     cr_assert(!c.drop_last && c.tensorboard);
+}
+
+/* ---- optimizer defaults: PyTorch's, per optimizer (issue 15) ---------- */
+
+/* The resolved config.ini of c, into a static buffer. */
+static const char *ini_text(const sc_config *c)
+{
+    static char text[16384];
+    char *written = NULL;
+    cr_assert_eq(sc_config_ini_text(c, SC_PROGRAM_TRAIN, &written), SC_OK, "%s",
+                 sc_error_message());
+    snprintf(text, sizeof text, "%s", written);
+    free(written);
+    return text;
+}
+
+Test(config, each_optimizer_defaults_to_pytorchs_values)
+{
+    static const struct {
+        const char *optimizer;
+        double weight_decay;
+        const char *written;
+    } cases[] = {
+        {"adamw", 0.01, "\nweight-decay = 0.01\n"}, /* torch.optim.AdamW */
+        {"adam", 0.0, "\nweight-decay = 0\n"},
+        {"sgd", 0.0, "\nmomentum = 0\n"}, /* torch.optim.SGD: momentum 0 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sc_config c;
+        cr_assert_eq(TRAIN(&c, "--optimizer", (char *)cases[i].optimizer), SC_OK, "%s",
+                     sc_error_message());
+        cr_expect_eq(c.weight_decay, cases[i].weight_decay, "%s", cases[i].optimizer);
+        cr_expect_eq(c.momentum, 0.0, "%s", cases[i].optimizer);
+        cr_expect_not(sc_config_user_set(&c, "weight-decay"));
+        cr_expect(strstr(ini_text(&c), cases[i].written), "%s: config.ini lacks '%s'",
+                  cases[i].optimizer, cases[i].written);
+    }
+}
+
+Test(config, a_weight_decay_the_user_sets_overrides_adamws_default)
+{
+    sc_config c;
+    cr_assert_eq(TRAIN(&c, "--optimizer", "adamw", "--weight-decay", "0"), SC_OK, "%s",
+                 sc_error_message());
+    cr_expect_eq(c.weight_decay, 0.0, "--weight-decay 0 is the user's, not the default");
+    cr_expect(strstr(ini_text(&c), "\nweight-decay = 0\n"));
+    char path[64];
+    write_file(path, "[train]\noptimizer = adamw\nweight-decay = 0\n");
+    cr_assert_eq(TRAIN(&c, "--config", path), SC_OK, "%s", sc_error_message());
+    unlink(path);
+    cr_expect_eq(c.weight_decay, 0.0, "weight-decay = 0 in an INI file is the user's too");
+}
+
+Test(config, the_written_config_of_a_default_adamw_resumes_unchanged)
+{
+    sc_config c, back;
+    cr_assert_eq(TRAIN(&c, "--optimizer", "adamw"), SC_OK, "%s", sc_error_message());
+    char path[64];
+    write_file(path, ini_text(&c));
+    cr_assert_eq(TRAIN(&back, "--config", path), SC_OK, "%s", sc_error_message());
+    unlink(path);
+    cr_expect_eq(back.weight_decay, 0.01);
+    cr_expect_eq(sc_config_resume_changes(&c, &back, NULL, NULL), 0);
+}
+
+Test(config, nesterov_without_momentum_is_refused_naming_both)
+{
+    sc_config c;
+    cr_expect_eq(TRAIN(&c, "--optimizer", "sgd", "--nesterov"), SC_ERR_INVALID);
+    assert_message_has("--nesterov needs --momentum > 0 (sgd's default is 0, as PyTorch's)");
+    cr_expect_eq(TRAIN(&c, "--optimizer", "sgd", "--nesterov", "--momentum", "0.9"), SC_OK, "%s",
+                 sc_error_message());
 }

@@ -11,6 +11,8 @@
  *     it queues go there.
  *   - A copy from one GPU to another comes after the kernels queued on
  *     the source GPU, not only those of the destination.
+ *   - Every optimizer's kernels, with per-parameter options, update the
+ *     parameters and state as the CPU loops do.
  *
  * Suite cuda_fault runs alone, with CUDAEMU_FAULT=unary_forward_kernel:
  * the first such kernel faults as an illegal address does, which CUDA
@@ -19,6 +21,7 @@
  * messages must say so. */
 #include <criterion/criterion.h>
 #include <cuda_runtime.h>
+#include <math.h>
 #include <string.h>
 
 #include "device_impl.h"
@@ -140,4 +143,129 @@ Test(cuda_fault, a_sticky_error_is_the_gpus_not_the_calls_that_meet_it)
     expect_sticky_message("Noticed at cudaStreamSynchronize");
     cr_assert_null(sc_relu(ctx, x));
     expect_sticky_message("Noticed at the launch of unary_forward_kernel");
+}
+
+/* The optimizers on a GPU against the CPU: a store of three parameters
+ * (the second with its own lr scale and no weight decay, as a param group;
+ * the third large enough for LAMB's norms to take several blocks), the
+ * same gradients for 3 steps, then every parameter and state buffer
+ * alike within 1e-5. */
+enum { OPTIM_PARAMS = 3, OPTIM_STEPS = 3 };
+
+static sc_params *optim_store(void)
+{
+    static const char *const names[OPTIM_PARAMS] = {"p0", "p1", "p2"};
+    static const int64_t sizes[OPTIM_PARAMS] = {300, 77, 3 * N};
+    sc_params *ps = sc_params_new();
+    cr_assert_not_null(ps);
+    for (int i = 0; i < OPTIM_PARAMS; i++)
+        cr_assert_not_null(sc_params_add(ps, names[i], 1, &sizes[i]));
+    float *p = sc_params_values(ps);
+    for (int64_t i = 0; i < sc_params_numel(ps); i++)
+        p[i] = sinf((float)i * 0.37f);
+    return ps;
+}
+
+/* A 1-D f32 tensor over n floats at data, on device. */
+static sc_tensor flat_view(void *data, int64_t n, sc_device device)
+{
+    sc_tensor t;
+    cr_assert_eq(sc_tensor_init(&t, SC_F32, 1, &n), SC_OK);
+    t.data = data;
+    t.device = device;
+    return t;
+}
+
+/* A host copy of t, for the caller to free. */
+static sc_tensor *host_copy(const sc_tensor *t)
+{
+    sc_tensor *h = sc_tensor_alloc(SC_F32, 1, &t->numel);
+    cr_assert_eq(sc_tensor_copy(h, t), SC_OK, "%s", sc_error_message());
+    return h;
+}
+
+/* 3 steps of config on a fresh store on device; returns its optimizer. */
+static sc_optim *optim_run(const sc_optim_config *config, sc_device device, sc_params **out)
+{
+    sc_params *ps = optim_store();
+    cr_assert_eq(sc_params_to_device(ps, device), SC_OK, "%s", sc_error_message());
+    sc_optim *opt = sc_optim_new(ps, config);
+    cr_assert_not_null(opt, "%s", sc_error_message());
+    cr_assert_eq(sc_optim_set_param(opt, sc_params_at(ps, 1), 0.5, 0.0), SC_OK);
+    int64_t n = sc_params_numel(ps);
+    sc_tensor *g = sc_tensor_alloc(SC_F32, 1, &n);
+    for (int s = 0; s < OPTIM_STEPS; s++) {
+        for (int64_t i = 0; i < n; i++)
+            sc_tensor_f32(g)[i] = cosf((float)i * 0.11f + (float)s) * 0.1f * (float)(s + 1);
+        sc_tensor grads = flat_view(sc_params_grads(ps), n, device);
+        cr_assert_eq(sc_tensor_copy(&grads, g), SC_OK, "%s", sc_error_message());
+        cr_assert_eq(sc_optim_step(opt, 0.01), SC_OK, "%s", sc_error_message());
+    }
+    sc_tensor_free(g);
+    *out = ps;
+    return opt;
+}
+
+static void assert_tensors_close(const sc_tensor *got, const sc_tensor *want, const char *what)
+{
+    sc_tensor *a = host_copy(got), *b = host_copy(want);
+    const float *x = sc_tensor_f32(a), *y = sc_tensor_f32(b);
+    for (int64_t i = 0; i < a->numel; i++)
+        cr_assert(fabsf(x[i] - y[i]) <= 1e-5f * fabsf(y[i]) + 1e-6f,
+                  "%s[%lld]: gpu %.9g, cpu %.9g", what, (long long)i, x[i], y[i]);
+    sc_tensor_free(a);
+    sc_tensor_free(b);
+}
+
+static void check_optim_on_gpu(sc_optim_config config)
+{
+    const sc_device cpu = {SC_DEVICE_CPU, 0};
+    sc_params *on_cpu, *on_gpu;
+    sc_optim *ref = optim_run(&config, cpu, &on_cpu), *opt = optim_run(&config, gpu[0], &on_gpu);
+    int64_t n = sc_params_numel(on_cpu);
+    sc_tensor want = flat_view(sc_params_values(on_cpu), n, cpu);
+    sc_tensor got = flat_view(sc_params_values(on_gpu), n, gpu[0]);
+    assert_tensors_close(&got, &want, sc_optim_kind_name(config.kind));
+    cr_assert_eq(sc_optim_state_count(opt), sc_optim_state_count(ref));
+    for (int i = 0; i < sc_optim_state_count(ref); i++)
+        assert_tensors_close(sc_optim_state_at(opt, i), sc_optim_state_at(ref, i),
+                             sc_optim_state_at(ref, i)->name);
+    sc_optim_free(opt);
+    sc_optim_free(ref);
+    sc_params_free(on_gpu);
+    sc_params_free(on_cpu);
+}
+
+Test(cuda_backend, optimizers_with_param_options_match_the_cpu)
+{
+    sc_optim_config c = sc_optim_defaults(SC_OPTIM_SGD);
+    c.momentum = 0.9;
+    c.weight_decay = 0.1;
+    check_optim_on_gpu(c);
+    c = sc_optim_defaults(SC_OPTIM_ADAMW);
+    check_optim_on_gpu(c);
+}
+
+Test(cuda_backend, rmsprop_matches_the_cpu)
+{
+    sc_optim_config c = sc_optim_defaults(SC_OPTIM_RMSPROP);
+    c.weight_decay = 0.1;
+    check_optim_on_gpu(c);
+    c.momentum = 0.9;
+    c.centered = true;
+    check_optim_on_gpu(c);
+    c.momentum = 0.0;
+    check_optim_on_gpu(c);
+}
+
+Test(cuda_backend, lamb_matches_the_cpu)
+{
+    check_optim_on_gpu(sc_optim_defaults(SC_OPTIM_LAMB));
+}
+
+Test(cuda_backend, lion_matches_the_cpu)
+{
+    sc_optim_config c = sc_optim_defaults(SC_OPTIM_LION);
+    c.weight_decay = 0.1;
+    check_optim_on_gpu(c);
 }

@@ -91,7 +91,7 @@ enum case_flags {
     NO_BIAS = 1u << 1,       /* linear, conv2d, layer_norm: bias NULL */
     EVAL = 1u << 2,          /* the contexts in eval mode */
     SAME_OPERAND = 1u << 3,  /* binary ops: one tensor as both operands */
-    FROZEN_TARGET = 1u << 4, /* mse: the target requires no grad */
+    FROZEN_TARGET = 1u << 4, /* mse, soft cross_entropy: the target requires no grad */
     ZERO_GRAD = 1u << 5,     /* the gradient is 0 by mathematics (one class) */
 };
 
@@ -275,6 +275,16 @@ static sc_tensor *build_cross_entropy(sc_ctx *ctx, const diff_case *c, case_inpu
     const dims *s = &c->in[0];
     sc_tensor *logits = input_x(in, c, s);
     sc_tensor *target = input_classes(in, c->target_dtype, s->d[0], s->d[1]);
+    return sc_cross_entropy(ctx, logits, target, c->smoothing);
+}
+
+/* logits in[0] [N, C]; soft target [N, C] in [0, 1), rows not normalised
+ * (the op takes any), trainable unless FROZEN_TARGET */
+static sc_tensor *build_soft_cross_entropy(sc_ctx *ctx, const diff_case *c, case_inputs *in)
+{
+    sc_tensor *logits = input_x(in, c, &c->in[0]);
+    sc_tensor *target = input_in_range(in, "target", &c->in[0], 0.0f, 1.0f,
+                                       c->flags & FROZEN_TARGET ? FROZEN : TRAINABLE);
     return sc_cross_entropy(ctx, logits, target, c->smoothing);
 }
 
@@ -641,6 +651,14 @@ static const diff_case cases[] = {
          .in = {DIMS(1, 5)}, .target_dtype = SC_I64),
     CASE("cross_entropy [64, 10] in [-20, 20) i32", CROSS_ENTROPY, build_cross_entropy,
          TOL_REDUCE, .in = {DIMS(64, 10)}, .lo = -20.0f, .hi = 20.0f, .target_dtype = SC_I32),
+    CASE("cross_entropy soft [7, 13]", CROSS_ENTROPY, build_soft_cross_entropy, TOL_REDUCE,
+         .in = {DIMS(7, 13)}),
+    CASE("cross_entropy soft [4, 1000] smoothing 0.1, frozen target", CROSS_ENTROPY,
+         build_soft_cross_entropy, TOL_REDUCE, .in = {DIMS(4, 1000)}, .smoothing = 0.1f,
+         .flags = FROZEN_TARGET),
+    CASE("cross_entropy soft [33, 10] in [-20, 20) smoothing 0.2", CROSS_ENTROPY,
+         build_soft_cross_entropy, TOL_REDUCE, .in = {DIMS(33, 10)}, .lo = -20.0f,
+         .hi = 20.0f, .smoothing = 0.2f),
 
     CASE("mse [7, 13]", MSE, build_mse, TOL_REDUCE, .in = {DIMS(7, 13)}),
     CASE("mse [33, 1] with a frozen target", MSE, build_mse, TOL_REDUCE, .in = {DIMS(33, 1)},

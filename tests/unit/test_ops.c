@@ -642,7 +642,9 @@ Test(ops, errors_cross_entropy)
     sc_tensor *ok = targets(SC_U8, 3, (int64_t[]){0, 1, 2});
     expect_error(sc_cross_entropy(ctx, z, ok, 1.0f),
                  (const char *[]){"cross_entropy", "smoothing", NULL});
-    expect_error(sc_cross_entropy(ctx, z, z, 0.0f), (const char *[]){"f32", NULL});
+    sc_tensor *soft_short = test_param(2, (int64_t[]){3, 4}); /* f32: probabilities */
+    expect_error(sc_cross_entropy(ctx, z, soft_short, 0.0f),
+                 (const char *[]){"[3, 4]", "[3, 5]", "f32 probabilities [N, C]", NULL});
     sc_tensor *short_t = targets(SC_U8, 2, (int64_t[]){0, 1});
     expect_error(sc_cross_entropy(ctx, z, short_t, 0.0f), (const char *[]){"[2]", NULL});
     sc_tensor_free(bad);

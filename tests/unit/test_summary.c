@@ -1,7 +1,10 @@
 /* The model summary's rows (scorch/summary.h): one per layer scope, with
  * the layer's output shape, the parameters it uses first and its forward
- * FLOPs; and how the nn layers' scopes nest and join. */
+ * FLOPs; and how the nn layers' scopes nest and join. Then the table
+ * scorch-train --summary prints of it (host/model_summary.c). */
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "op_fixture.h"
@@ -138,4 +141,55 @@ Test(summary, more_layers_than_rows_reports_the_count)
     cr_assert_eq(sc_summary_layers(ctx, rows, 1, &count), SC_OK);
     cr_expect_eq(count, 3);
     cr_expect_str_eq(rows[0].name, "fc1");
+}
+
+/* ---- scorch-train --summary (host/model_summary.c) -------------------- */
+
+/* The stdout of scorch-train --summary of the mlp with model_args, into out. */
+static void mlp_summary(const char *model_args, char *out, size_t size)
+{
+    const char *root = getenv("SCORCH_BUILD_ROOT");
+    cr_assert_not_null(root, "SCORCH_BUILD_ROOT is not set");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "%s/host/scorch-train --model %s/plugins/mlp.so --model-args '%s' --dataset "
+             "%s/plugins/fashion_mnist.so --dataset-path /usr/share/datasets/fashion-mnist "
+             "--summary",
+             root, root, model_args, root);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p, "%s", cmd);
+    size_t n = fread(out, 1, size - 1, p);
+    out[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "%s failed:\n%s", cmd, out);
+}
+
+/* The table's line of layer name, or NULL. */
+static const char *layer_line(const char *table, const char *name, char *line, size_t size)
+{
+    size_t len = strlen(name);
+    for (const char *l = table; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, name, len) == 0 && l[len] == ' ') {
+            size_t n = strcspn(l, "\n");
+            snprintf(line, size, "%.*s", (int)(n < size ? n : size - 1), l);
+            return line;
+        }
+    return NULL;
+}
+
+Test(model_summary, frozen_layers_are_listed_marked_and_counted)
+{
+    static char plain[8192], frozen[8192];
+    mlp_summary("", plain, sizeof plain);
+    mlp_summary("freeze=fc1", frozen, sizeof frozen);
+    /* fc1 784->256, fc2 256->128, fc3 128->10, biases and relus: 470.3K */
+    const char *total = "470.3K FLOPs forward per sample";
+    cr_expect(strstr(plain, total), "%s", plain);
+    cr_expect(strstr(frozen, total), "a frozen layer's FLOPs are left out:\n%s", frozen);
+    cr_expect(strstr(frozen, "235,146 parameters and buffers, 34,186 trainable"), "%s", frozen);
+    char line[256];
+    cr_assert(layer_line(frozen, "fc1", line, sizeof line), "no fc1 row:\n%s", frozen);
+    cr_expect(strstr(line, "200,960") && strstr(line, "frozen"), "fc1: '%s'", line);
+    cr_assert(layer_line(frozen, "fc2", line, sizeof line), "no fc2 row:\n%s", frozen);
+    cr_expect_not(strstr(line, "frozen"), "fc2 trains: '%s'", line);
+    cr_expect_not(strstr(plain, "frozen"), "nothing is frozen:\n%s", plain);
 }

@@ -39,8 +39,10 @@ int sc_metrics_find(const sc_metrics *m, const char *name); /* -1 if absent */
 /* Samples of logits [N, C] (f32) whose target class [N] (integer) is in
  * the top 1 or top k: fewer than k other classes have a logit >= the
  * target's (ties and NaN count against the target, so constant logits
- * score 0). -1 with a message on bad input (dtype, shape, k < 1, a target
- * outside 0..C-1). */
+ * score 0). A target of class probabilities [N, C] (f32, soft targets as
+ * mixup makes) counts against each row's dominant label: its first
+ * largest probability, as torch.argmax. -1 with a message on bad input
+ * (dtype, shape, k < 1, a target outside 0..C-1). */
 int64_t sc_correct_top1(const sc_tensor *logits, const sc_tensor *target);
 int64_t sc_correct_topk(const sc_tensor *logits, const sc_tensor *target, int k);
 

@@ -46,8 +46,12 @@ sc_tensor *sc_softmax(sc_ctx *ctx, sc_tensor *x);
 sc_tensor *sc_log_softmax(sc_ctx *ctx, sc_tensor *x);
 
 /* Mean cross-entropy of logits [N, C] against class indices target [N]
- * (i32, i64 or u8; each in 0..C-1), with label smoothing in [0, 1):
- * the target distribution is (1 - s) one-hot + s / C. -> scalar [] */
+ * (i32, i64 or u8; each in 0..C-1) or class probabilities target [N, C]
+ * (f32; rows meant to sum to 1, not checked, as in PyTorch), with label
+ * smoothing s in [0, 1): the target distribution is (1 - s) q + s / C, q
+ * the one-hot row or the given probabilities (torch.nn.functional.
+ * cross_entropy with either kind of target). Soft targets may require
+ * grad. -> scalar [] */
 sc_tensor *sc_cross_entropy(sc_ctx *ctx, sc_tensor *logits, sc_tensor *target,
                             float label_smoothing);
 

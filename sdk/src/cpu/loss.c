@@ -111,11 +111,16 @@ static sc_status log_softmax_backward(sc_node *node, const sc_tensor *gy,
 }
 
 /* ---------------------------------------------------------------------
- * Cross-entropy of logits z [N, C] against class indices t [N], with label
- * smoothing s: the target distribution is q = (1 - s) onehot(t) + s / C, and
- * loss_n = sum_c q_c (lse_n - z_nc) = lse_n - (1 - s) z_nt - s/C sum_c z_nc.
- * Forward saves the probabilities p [N, C] for backward:
- * gz = g / N (p - q). */
+ * Cross-entropy of logits z [N, C] with label smoothing s against
+ *  - class indices t [N]: the target distribution is
+ *    q = (1 - s) onehot(t) + s / C, and
+ *    loss_n = sum_c q_c (lse_n - z_nc) = lse_n - (1 - s) z_nt - s/C sum_c z_nc;
+ *    gz = g / N (p - q);
+ *  - class probabilities r [N, C] (soft targets): q = (1 - s) r + s / C and
+ *    loss_n = sum_c q_c (lse_n - z_nc), whatever the rows sum to (as
+ *    PyTorch); gz = g / N (p sum_c q_c - q), gr = g / N (1 - s) (lse - z).
+ * Forward saves the probabilities p [N, C] for backward, and for soft
+ * targets lse [N] and sum_c q_c [N]. */
 
 static sc_status check_targets(const sc_tensor *t, int64_t c)
 {
@@ -129,50 +134,107 @@ static sc_status check_targets(const sc_tensor *t, int64_t c)
     return SC_OK;
 }
 
+/* p [C] = softmax of z [C]; returns log sum exp z, in double. */
+static double row_softmax(const float *restrict z, float *restrict p, int64_t c)
+{
+    row_exp_sum r = row_exp(z, p, c);
+    float inv = 1.0f / r.sum;
+    for (int64_t j = 0; j < c; j++)
+        p[j] *= inv;
+    return (double)r.max + log((double)r.sum);
+}
+
+/* Element j of a soft target row r with smoothing s over c classes: in
+ * f32, as PyTorch's r * (1 - s) + s / C. */
+static inline float smoothed(const float *r, int64_t j, float s, int64_t c)
+{
+    return r[j] * (1.0f - s) + s / (float)c;
+}
+
+/* node's output [] = mean of row_loss [n] (N = 0: NaN) */
+static void set_mean_loss(sc_node *node, const double *row_loss, int64_t n)
+{
+    double total = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        total += row_loss[i];
+    sc_tensor_f32(node->out)[0] = (float)(total / (double)n);
+}
+
+/* row_loss [n] against class indices */
+static void index_row_losses(sc_node *node, const float *z, float *p, double *row_loss)
+{
+    const sc_tensor *t = node->in[1];
+    int64_t n = node->in[0]->shape[0], c = node->in[0]->shape[1];
+    float s = node->params.cross_entropy.label_smoothing;
+#pragma omp parallel for schedule(static) if (n * c > SC_CPU_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        const float *zi = z + i * c;
+        double lse = row_softmax(zi, p + i * c, c);
+        float zsum = 0.0f;
+        for (int64_t j = 0; j < c; j++)
+            zsum += zi[j];
+        row_loss[i] = lse - (1.0 - s) * zi[sc_tensor_get_int(t, i)] - (double)s / c * zsum;
+    }
+}
+
+/* row_loss [n] against soft targets; saves lse [n] and sum_c q_c [n] */
+static sc_status soft_row_losses(sc_node *node, const float *z, float *p, double *row_loss)
+{
+    int64_t n = node->in[0]->shape[0], c = node->in[0]->shape[1];
+    float s = node->params.cross_entropy.label_smoothing;
+    sc_tensor *lse_t = sc_tensor_new(node->ctx, SC_F32, 1, &n);
+    sc_tensor *qsum_t = sc_tensor_new(node->ctx, SC_F32, 1, &n);
+    if (!lse_t || !qsum_t)
+        return SC_ERR_NOMEM;
+    node->saved[1] = lse_t;
+    node->saved[2] = qsum_t;
+    const float *r = sc_tensor_f32(node->in[1]);
+    float *lse_out = sc_tensor_f32(lse_t), *qsum = sc_tensor_f32(qsum_t);
+#pragma omp parallel for schedule(static) if (n * c > SC_CPU_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        const float *zi = z + i * c, *ri = r + i * c;
+        double lse = row_softmax(zi, p + i * c, c), loss = 0.0;
+        float qs = 0.0f;
+        for (int64_t j = 0; j < c; j++) {
+            float q = smoothed(ri, j, s, c);
+            loss += q * (lse - zi[j]);
+            qs += q;
+        }
+        row_loss[i] = loss;
+        lse_out[i] = (float)lse;
+        qsum[i] = qs;
+    }
+    return SC_OK;
+}
+
 static sc_status cross_entropy_forward(sc_node *node)
 {
     const sc_tensor *zt = node->in[0], *t = node->in[1];
     int64_t n = zt->shape[0], c = zt->shape[1];
-    float s = node->params.cross_entropy.label_smoothing;
-    SC_TRY(check_targets(t, c));
+    bool soft = t->dtype == SC_F32;
+    if (!soft)
+        SC_TRY(check_targets(t, c));
     sc_tensor *pt = sc_tensor_new(node->ctx, SC_F32, 2, zt->shape);
     double *row_loss = sc_ctx_alloc(node->ctx, (size_t)n * sizeof *row_loss);
     if (!pt || !row_loss)
         return SC_ERR_NOMEM;
     node->saved[0] = pt;
     const float *z = sc_tensor_f32(zt);
-    float *p = sc_tensor_f32(pt);
-#pragma omp parallel for schedule(static) if (n * c > SC_CPU_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        const float *zi = z + i * c;
-        float *pi = p + i * c;
-        row_exp_sum r = row_exp(zi, pi, c);
-        float inv = 1.0f / r.sum, zsum = 0.0f;
-        for (int64_t j = 0; j < c; j++) {
-            pi[j] *= inv;
-            zsum += zi[j];
-        }
-        double lse = (double)r.max + log((double)r.sum);
-        row_loss[i] = lse - (1.0 - s) * zi[sc_tensor_get_int(t, i)] - (double)s / c * zsum;
-    }
-    double total = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        total += row_loss[i];
-    sc_tensor_f32(node->out)[0] = (float)(total / (double)n); /* N = 0: NaN */
+    if (soft)
+        SC_TRY(soft_row_losses(node, z, sc_tensor_f32(pt), row_loss));
+    else
+        index_row_losses(node, z, sc_tensor_f32(pt), row_loss);
+    set_mean_loss(node, row_loss, n);
     return SC_OK;
 }
 
-static sc_status cross_entropy_backward(sc_node *node, const sc_tensor *gl,
-                                        sc_tensor *const *gin)
+/* gz += k (p - q) against class indices */
+static void index_backward(const sc_node *node, float k, float *gz)
 {
-    if (!gin[0])
-        return SC_OK;
     const sc_tensor *t = node->in[1];
     const float *p = sc_tensor_f32(node->saved[0]);
-    float *gz = sc_tensor_f32(gin[0]);
     int64_t n = node->in[0]->shape[0], c = node->in[0]->shape[1];
-    float s = node->params.cross_entropy.label_smoothing;
-    float k = sc_tensor_f32(gl)[0] / (float)n, off = s / (float)c;
+    float s = node->params.cross_entropy.label_smoothing, off = s / (float)c;
 #pragma omp parallel for schedule(static) if (n * c > SC_CPU_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         const float *pi = p + i * c;
@@ -181,6 +243,36 @@ static sc_status cross_entropy_backward(sc_node *node, const sc_tensor *gl,
             gi[j] += k * (pi[j] - off);
         gi[sc_tensor_get_int(t, i)] -= k * (1.0f - s);
     }
+}
+
+/* gz += k (p sum_c q - q) and gr += k (1 - s) (lse - z), either NULL */
+static void soft_backward(const sc_node *node, float k, float *gz, float *gr)
+{
+    const float *p = sc_tensor_f32(node->saved[0]), *lse = sc_tensor_f32(node->saved[1]);
+    const float *qsum = sc_tensor_f32(node->saved[2]);
+    const float *z = sc_tensor_f32(node->in[0]), *r = sc_tensor_f32(node->in[1]);
+    int64_t n = node->in[0]->shape[0], c = node->in[0]->shape[1];
+    float s = node->params.cross_entropy.label_smoothing;
+#pragma omp parallel for schedule(static) if (n * c > SC_CPU_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t j = i * c; j < (i + 1) * c; j++) {
+            if (gz)
+                gz[j] += k * (p[j] * qsum[i] - smoothed(r, j, s, c));
+            if (gr)
+                gr[j] += k * (1.0f - s) * (lse[i] - z[j]);
+        }
+    }
+}
+
+static sc_status cross_entropy_backward(sc_node *node, const sc_tensor *gl,
+                                        sc_tensor *const *gin)
+{
+    float k = sc_tensor_f32(gl)[0] / (float)node->in[0]->shape[0];
+    float *gz = gin[0] ? sc_tensor_f32(gin[0]) : NULL;
+    if (node->in[1]->dtype == SC_F32)
+        soft_backward(node, k, gz, gin[1] ? sc_tensor_f32(gin[1]) : NULL);
+    else if (gz)
+        index_backward(node, k, gz);
     return SC_OK;
 }
 

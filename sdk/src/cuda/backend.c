@@ -41,4 +41,7 @@ __attribute__((visibility("default"))) const sc_cuda_api sc_cuda_backend_api = {
     .fence_set = sc_cuda_fence_set,
     .fence_wait = sc_cuda_fence_wait,
     .fence_passed = sc_cuda_fence_passed,
+    .ema_pass = sc_cuda_ema_pass,
+    .grad_clip_norm = sc_cuda_grad_clip_norm,
+    .grad_clamp = sc_cuda_grad_clamp,
 };

@@ -193,7 +193,10 @@ static sc_status reduce_sum(sc_node *node, const float *x, const float *t, int64
  * smoothing s: the target distribution is q = (1 - s) onehot(t) + s / C, and
  * loss_n = sum_c q_c (lse_n - z_nc) = lse_n - (1 - s) z_nt - s/C sum_c z_nc.
  * Forward saves the probabilities p [N, C] for backward:
- * gz = g / N (p - q).
+ * gz = g / N (p - q). Against class probabilities r [N, C] (soft targets),
+ * q = (1 - s) r + s / C, loss_n = sum_c q_c (lse_n - z_nc), and
+ * gz = g / N (p sum_c q_c - q), gr = g / N (1 - s) (lse - z); forward also
+ * saves lse [N] and sum_c q_c [N] (sdk/src/cpu/loss.c has the same).
  *
  * The CPU checks that every target is in 0..C-1 and fails otherwise; a
  * kernel cannot fail the call without waiting for the GPU, so here a
@@ -251,22 +254,100 @@ static __global__ void cross_entropy_backward_kernel(const float *p, const void 
     }
 }
 
-static sc_status cross_entropy_forward(sc_node *node)
+/* Element e of soft targets r with smoothing s over c classes: in f32, as
+ * PyTorch's r * (1 - s) + s / C. */
+static __device__ float smoothed(const float *r, int64_t e, float s, int64_t c)
+{
+    return r[e] * (1.0f - s) + s / (float)c;
+}
+
+/* p [n, c] = softmax of z's rows; row_loss [n] against soft targets r
+ * [n, c], in double; lse [n] and qsum [n] = sum_c q_c for backward */
+static __global__ void __launch_bounds__(MAX_BLOCK_THREADS)
+    soft_cross_entropy_forward_kernel(const float *z, const float *r, float s, int64_t n,
+                                      int64_t c, float *p, double *row_loss, float *lse_out,
+                                      float *qsum)
+{
+    for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+        const float *zi = z + i * c, *ri = r + i * c;
+        float *pi = p + i * c;
+        row_exp_sum rs = row_exp(zi, c);
+        float inv = 1.0f / rs.sum, qs = 0.0f;
+        double lse = (double)rs.max + log((double)rs.sum), loss = 0.0;
+        ROW_STRIDE(j, c)
+        {
+            float q = smoothed(ri, j, s, c);
+            pi[j] = expf(zi[j] - rs.max) * inv;
+            loss += q * (lse - zi[j]);
+            qs += q;
+        }
+        loss = block_reduce(loss, sum_op());
+        qs = block_reduce(qs, sum_op());
+        if (threadIdx.x == 0) {
+            row_loss[i] = loss;
+            lse_out[i] = (float)lse;
+            qsum[i] = qs;
+        }
+    }
+}
+
+/* gz [n, c] += k (p qsum - q) and gr [n, c] += k (1 - s) (lse - z), either
+ * NULL, k = g / n */
+static __global__ void soft_cross_entropy_backward_kernel(const float *p, const float *lse,
+                                                          const float *qsum, const float *z,
+                                                          const float *r, float s, int64_t n,
+                                                          int64_t c, const float *gl,
+                                                          float *gz, float *gr)
+{
+    float k = *gl / (float)n;
+    GRID_STRIDE(e, n * c)
+    {
+        int64_t i = e / c;
+        if (gz)
+            gz[e] += k * (p[e] * qsum[i] - smoothed(r, e, s, c));
+        if (gr)
+            gr[e] += k * (1.0f - s) * (lse[i] - z[e]);
+    }
+}
+
+/* Queues the forward kernel of soft or index targets; n > 0. */
+static sc_status launch_forward(sc_node *node, float *p, double *row_loss)
 {
     const sc_tensor *zt = node->in[0], *t = node->in[1];
     int64_t n = zt->shape[0], c = zt->shape[1]; /* c >= 1 */
     float s = node->params.cross_entropy.label_smoothing;
+    cudaStream_t st = sc_cuda_stream(node->ctx);
+    if (t->dtype != SC_F32) {
+        SC_LAUNCH(cross_entropy_forward_kernel, sc_cuda_grid(n), row_threads(c), 0, st,
+                  sc_tensor_f32(zt), t->data, t->dtype, s, n, c, p, row_loss);
+        SC_CUDA_LAUNCHED("cross_entropy_forward_kernel");
+        return SC_OK;
+    }
+    sc_tensor *lse = sc_tensor_new(node->ctx, SC_F32, 1, &n);
+    sc_tensor *qsum = sc_tensor_new(node->ctx, SC_F32, 1, &n);
+    if (!lse || !qsum)
+        return SC_ERR_NOMEM;
+    node->saved[1] = lse;
+    node->saved[2] = qsum;
+    SC_LAUNCH(soft_cross_entropy_forward_kernel, sc_cuda_grid(n), row_threads(c), 0, st,
+              sc_tensor_f32(zt), sc_tensor_f32(t), s, n, c, p, row_loss, sc_tensor_f32(lse),
+              sc_tensor_f32(qsum));
+    SC_CUDA_LAUNCHED("soft_cross_entropy_forward_kernel");
+    return SC_OK;
+}
+
+static sc_status cross_entropy_forward(sc_node *node)
+{
+    const sc_tensor *zt = node->in[0];
+    int64_t n = zt->shape[0];
     sc_tensor *pt = sc_tensor_new(node->ctx, SC_F32, 2, zt->shape);
     double *row_loss = (double *)sc_ctx_alloc_data(node->ctx, (size_t)n * sizeof *row_loss);
     if (!pt || !row_loss)
         return SC_ERR_NOMEM;
     node->saved[0] = pt;
     cudaStream_t st = sc_cuda_stream(node->ctx);
-    if (n > 0) {
-        SC_LAUNCH(cross_entropy_forward_kernel, sc_cuda_grid(n), row_threads(c), 0, st,
-                  sc_tensor_f32(zt), t->data, t->dtype, s, n, c, sc_tensor_f32(pt), row_loss);
-        SC_CUDA_LAUNCHED("cross_entropy_forward_kernel");
-    }
+    if (n > 0)
+        SC_TRY(launch_forward(node, sc_tensor_f32(pt), row_loss));
     /* N = 0: 0 / 0, NaN, as on the CPU */
     SC_LAUNCH(finish_sum_kernel, 1, FINISH_THREADS, 0, st, row_loss, n, (double)n,
               sc_tensor_f32(node->out));
@@ -274,13 +355,30 @@ static sc_status cross_entropy_forward(sc_node *node)
     return SC_OK;
 }
 
+static sc_status soft_backward(sc_node *node, const sc_tensor *gl, sc_tensor *const *gin)
+{
+    int64_t n = node->in[0]->shape[0], c = node->in[0]->shape[1];
+    SC_LAUNCH(soft_cross_entropy_backward_kernel, sc_cuda_blocks(n * c), SC_CUDA_THREADS, 0,
+              sc_cuda_stream(node->ctx), sc_tensor_f32(node->saved[0]),
+              sc_tensor_f32(node->saved[1]), sc_tensor_f32(node->saved[2]),
+              sc_tensor_f32(node->in[0]), sc_tensor_f32(node->in[1]),
+              node->params.cross_entropy.label_smoothing, n, c, sc_tensor_f32(gl),
+              gin[0] ? sc_tensor_f32(gin[0]) : NULL, gin[1] ? sc_tensor_f32(gin[1]) : NULL);
+    SC_CUDA_LAUNCHED("soft_cross_entropy_backward_kernel");
+    return SC_OK;
+}
+
 static sc_status cross_entropy_backward(sc_node *node, const sc_tensor *gl,
                                         sc_tensor *const *gin)
 {
-    if (!gin[0])
-        return SC_OK;
     const sc_tensor *t = node->in[1];
     int64_t n = node->in[0]->shape[0], c = node->in[0]->shape[1];
+    if (n == 0)
+        return SC_OK;
+    if (t->dtype == SC_F32)
+        return soft_backward(node, gl, gin);
+    if (!gin[0])
+        return SC_OK;
     SC_LAUNCH(cross_entropy_backward_kernel, sc_cuda_blocks(n * c), SC_CUDA_THREADS, 0,
               sc_cuda_stream(node->ctx), sc_tensor_f32(node->saved[0]), t->data, t->dtype,
               node->params.cross_entropy.label_smoothing, n, c, sc_tensor_f32(gl),

@@ -17,24 +17,38 @@ static bool is_index_dtype(sc_dtype dtype)
     return dtype == SC_I32 || dtype == SC_I64 || dtype == SC_U8;
 }
 
-/* logits [N, C] f32, target [N] integer -> [] */
+/* The target of logits z [N, C]: class indices [N] (i32, i64 or u8) or
+ * class probabilities [N, C] (f32). */
+static sc_status check_ce_target(const sc_tensor *z, const sc_tensor *t)
+{
+    char sz[64], st[64];
+    bool soft = t->dtype == SC_F32;
+    if (!soft && !is_index_dtype(t->dtype))
+        return sc_error_set(SC_ERR_INVALID, "cross_entropy: target must be i32, i64 or "
+                            "u8 class indices or f32 class probabilities, not %s",
+                            sc_dtype_name(t->dtype));
+    bool fits = soft ? sc_tensor_same_shape(t, z)
+                     : t->ndim == 1 && t->shape[0] == z->shape[0];
+    if (!fits)
+        return sc_error_set(SC_ERR_INVALID, "cross_entropy: target %s does not match "
+                            "logits %s (%s for [N, C])",
+                            sc_shape_str(t->ndim, t->shape, st, sizeof st),
+                            sc_shape_str(z->ndim, z->shape, sz, sizeof sz),
+                            soft ? "f32 probabilities [N, C]" : "[N]");
+    return SC_OK;
+}
+
+/* logits [N, C] f32, target [N] integer or [N, C] f32 -> [] */
 static sc_status infer_cross_entropy(const sc_node *node, sc_tensor *out)
 {
-    const sc_tensor *z = node->in[0], *t = node->in[1];
+    const sc_tensor *z = node->in[0];
     float s = node->params.cross_entropy.label_smoothing;
-    char sz[64], st[64];
+    char sz[64];
     SC_TRY(sc_check_f32(node, 0));
     if (z->ndim != 2 || z->shape[1] < 1)
         return sc_error_set(SC_ERR_INVALID, "cross_entropy: logits %s are not [N, C] "
                             "with C >= 1", sc_shape_str(z->ndim, z->shape, sz, sizeof sz));
-    if (!is_index_dtype(t->dtype))
-        return sc_error_set(SC_ERR_INVALID, "cross_entropy: target must be i32, i64 or "
-                            "u8 class indices, not %s", sc_dtype_name(t->dtype));
-    if (t->ndim != 1 || t->shape[0] != z->shape[0])
-        return sc_error_set(SC_ERR_INVALID, "cross_entropy: target %s does not match "
-                            "logits %s ([N] for [N, C])",
-                            sc_shape_str(t->ndim, t->shape, st, sizeof st),
-                            sc_shape_str(z->ndim, z->shape, sz, sizeof sz));
+    SC_TRY(check_ce_target(z, node->in[1]));
     if (!(s >= 0.0f && s < 1.0f))
         return sc_error_set(SC_ERR_INVALID, "cross_entropy: label smoothing %g is "
                             "outside [0, 1)", (double)s);
