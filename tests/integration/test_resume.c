@@ -435,3 +435,44 @@ Test(resume, trimming_keeps_the_steps_up_to_the_checkpoint)
                            "{\"epoch\":2,\"step\":5,\"tag\":\"b\",\"value\":3}\n");
     free(kept);
 }
+
+/* ---- every optimizer's state resumes ---- */
+
+/* Two epochs straight against one, then one more resumed: the same
+ * weights, so the optimizer's state and step count came back whole. */
+static void expect_resume_exact(const char *const *first, const char *const *resumed)
+{
+    char straight[DIR_LEN], split[DIR_LEN];
+    temp_dir(straight, sizeof straight);
+    temp_dir(split, sizeof split);
+    run_result r = train(straight, "2", first, NULL);
+    expect_status(&r, 0);
+    run_result_free(&r);
+    r = train(split, "1", first, NULL);
+    expect_status(&r, 0);
+    run_result_free(&r);
+    r = train(split, "2", resumed, NULL);
+    expect_status(&r, 0);
+    run_result_free(&r);
+    cr_assert(same_params(in_run(straight, "checkpoints/last.ckpt"),
+                          in_run(split, "checkpoints/last.ckpt")),
+              "%s: weights differ after a resume", first[1]);
+}
+
+Test(resume, rmsprop_resumes_exactly)
+{
+    expect_resume_exact(ARGS("--optimizer", "rmsprop", "--centered", "--momentum", "0.5"),
+                        ARGS("--optimizer", "rmsprop", "--centered", "--momentum", "0.5",
+                             "--resume"));
+}
+
+Test(resume, lamb_resumes_exactly)
+{
+    expect_resume_exact(ARGS("--optimizer", "lamb"), ARGS("--optimizer", "lamb", "--resume"));
+}
+
+Test(resume, lion_resumes_exactly)
+{
+    expect_resume_exact(ARGS("--optimizer", "lion", "--lr", "1e-4"),
+                        ARGS("--optimizer", "lion", "--lr", "1e-4", "--resume"));
+}
