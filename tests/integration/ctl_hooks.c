@@ -18,14 +18,13 @@
  * the pair "ctl_state"; checkpoint_load logs it as "restored_batches".
  */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "scorch/scorch.h"
 
-static atomic_int gate_waiting, gate_open;
+#include "gate.h"
+
 static long long train_batches;   /* train batch_end calls, saved in checkpoints */
 static long long phase_batches;   /* batch_end calls in the pass in progress */
 
@@ -39,14 +38,7 @@ static sc_status gate(const sc_hook_context *ctx, const sc_hook_actions *actions
 {
     if (ctx->phase != SC_SPLIT_TRAIN || ctx->step != env_step("CTL_GATE_AT_STEP"))
         return SC_OK;
-    atomic_store(&gate_waiting, 1);
-    for (int ms = 0; !atomic_load(&gate_open); ms++) {
-        if (ms > 120000)
-            return sc_error_set(SC_ERR_STATE, "nobody opened the gate in two minutes");
-        nanosleep(&(struct timespec){0, 1000000}, NULL);
-    }
-    atomic_store(&gate_waiting, 0);
-    return SC_OK;
+    return gate_wait();
 }
 
 static void log_value(const sc_hook_actions *actions, const char *tag, double value)
@@ -130,19 +122,6 @@ SC_PLUGIN_EXPORT const sc_hook_table scorch_hooks = {
     }};
 
 /* ---- user functions: run on the control thread ---- */
-
-static sc_status gate_state(const sc_args *args, char *out, size_t size)
-{
-    snprintf(out, size, "%s", atomic_load(&gate_waiting) ? "waiting" : "not waiting");
-    return SC_OK;
-}
-
-static sc_status open_gate(const sc_args *args, char *out, size_t size)
-{
-    atomic_store(&gate_open, 1);
-    snprintf(out, size, "opened");
-    return SC_OK;
-}
 
 static sc_status greet(const sc_args *args, char *out, size_t size)
 {

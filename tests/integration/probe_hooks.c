@@ -11,13 +11,11 @@
  *                 waits): a request sent meanwhile is served between
  *                 epochs.
  */
-#include <stdatomic.h>
-#include <stdio.h>
-#include <time.h>
 
 #include "scorch/scorch.h"
 
-static atomic_int gate_waiting, gate_open;
+#include "gate.h"
+
 static int64_t gate_epoch;
 static bool log_steps;
 
@@ -50,14 +48,7 @@ static sc_status epoch_end(const sc_hook_context *ctx, const sc_hook_actions *ac
 {
     if (ctx->epoch != gate_epoch)
         return SC_OK;
-    atomic_store(&gate_waiting, 1);
-    for (int ms = 0; !atomic_load(&gate_open); ms++) {
-        if (ms > 120000)
-            return sc_error_set(SC_ERR_STATE, "nobody opened the gate in two minutes");
-        nanosleep(&(struct timespec){0, 1000000}, NULL);
-    }
-    atomic_store(&gate_waiting, 0);
-    return SC_OK;
+    return gate_wait();
 }
 
 SC_PLUGIN_EXPORT const sc_hook_table scorch_hooks = {
@@ -69,19 +60,6 @@ SC_PLUGIN_EXPORT const sc_hook_table scorch_hooks = {
     }};
 
 /* ---- user functions: run on the control thread ---- */
-
-static sc_status gate_state(const sc_args *args, char *out, size_t size)
-{
-    snprintf(out, size, "%s", atomic_load(&gate_waiting) ? "waiting" : "not waiting");
-    return SC_OK;
-}
-
-static sc_status open_gate(const sc_args *args, char *out, size_t size)
-{
-    atomic_store(&gate_open, 1);
-    snprintf(out, size, "opened");
-    return SC_OK;
-}
 
 SC_PLUGIN_EXPORT const sc_user_func_table scorch_user_funcs = {
     SC_ABI_HEADER(sc_user_func_table), 2, (const sc_user_func[]){
