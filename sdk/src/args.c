@@ -1,6 +1,7 @@
 #include "scorch/args.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -192,4 +193,49 @@ sc_status sc_args_check_known(const sc_args *args, const char *const *known)
                             args->keys[i], known[0] ? list : "none");
     }
     return SC_OK;
+}
+
+/* Optimal string alignment distance: edits, with a swap of two adjacent
+ * characters counting as one ("epoch_ned" is 1 from "epoch_end"). */
+static int edit_distance(const char *a, const char *b)
+{
+    enum { MAX = 64 };
+    size_t m = strlen(a), n = strlen(b);
+    if (m >= MAX || n >= MAX)
+        return INT_MAX;
+    int d[MAX][MAX];
+    for (size_t i = 0; i <= m; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= n; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= m; i++) {
+        for (size_t j = 1; j <= n; j++) {
+            int cost = a[i - 1] != b[j - 1];
+            int best = d[i - 1][j - 1] + cost;
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    }
+    return d[m][n];
+}
+
+const char *sc_args_suggest(const char *word, const char *const *names, int n)
+{
+    const char *best = NULL;
+    int best_d = INT_MAX;
+    for (int i = 0; i < n; i++) {
+        int d = edit_distance(word, names[i]);
+        if (d < best_d) {
+            best = names[i];
+            best_d = d;
+        }
+    }
+    /* One edit per three characters: a typo, not a different word. */
+    return best && (size_t)best_d * 3 <= strlen(word) ? best : NULL;
 }

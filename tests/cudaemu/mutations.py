@@ -19,9 +19,9 @@ import tempfile
 from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-OPS = "tests/unit/test_cuda_ops"
-FENCES = "tests/unit/test_fences"
-BACKEND = "tests/unit/test_cuda_backend"
+OPS = "tests/unit/sdk/test_cuda_ops"
+FENCES = "tests/unit/sdk/test_fences"
+BACKEND = "tests/unit/sdk/test_cuda_backend"
 
 
 @dataclass

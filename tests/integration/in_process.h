@@ -3,10 +3,10 @@
 #ifndef SCORCH_TESTS_IN_PROCESS_H
 #define SCORCH_TESTS_IN_PROCESS_H
 
-#include "trainer.h"
+#include "run/trainer.h"
 
 /* The trainer scorch-train makes for argv (argc entries, argv[0] the
  * program); fails the test when the options or the set-up fail. */
-sc_trainer *trainer_for_args(int argc, const char **argv);
+host_trainer *trainer_for_args(int argc, const char **argv);
 
 #endif

@@ -23,7 +23,7 @@
 #include "scorch/device.h"
 #include "scorch/optim.h"
 #include "scorch/serialize.h"
-#include "trainer_impl.h"
+#include "run/trainer_impl.h"
 
 #ifndef GPU_EMULATED
 #define GPU_EMULATED 0 /* 1 in the gpu_emulator build */
@@ -281,7 +281,7 @@ static bool same_as_saved(const sc_ckpt *ck, const char *kind, const sc_tensor *
 
 /* Whether t's parameters and optimizer state, in memory, are the
  * checkpoint's. */
-static bool same_as_checkpoint(sc_trainer *t, const char *path)
+static bool same_as_checkpoint(host_trainer *t, const char *path)
 {
     sc_ckpt *ck;
     cr_assert_eq(sc_ckpt_open(path, &ck), SC_OK, "%s", sc_error_message());
@@ -309,12 +309,12 @@ static void expect_nan_step_skipped(int64_t every, const char *cpu_message,
     for (int n = 5; extra && *extra; extra++)
         args[n++] = *extra;
     int argc = train_args(argv, "cuda", temp_dir(dir, sizeof dir), args);
-    sc_trainer *t = trainer_for_args(argc, argv);
+    host_trainer *t = trainer_for_args(argc, argv);
     bool interrupted = false;
-    cr_assert_eq(sc_trainer_run(t, &interrupted), SC_ERR_NUMERIC, "%s", sc_error_message());
+    cr_assert_eq(host_trainer_run(t, &interrupted), SC_ERR_NUMERIC, "%s", sc_error_message());
     nan_message(sc_error_message(), message, sizeof message);
     cr_expect_str_eq(message, cpu_message);
-    sc_step_pipe_stats stats = sc_step_pipe_stats_of(t->pipe);
+    host_step_pipe_stats stats = host_step_pipe_stats_of(t->pipe);
     if (GPU_EMULATED) /* a real GPU may be read back sooner */
         cr_expect_geq(stats.steps, (every + 2) * t->cfg.accumulate,
                       "%lld steps queued: none ran ahead of the NaN", (long long)stats.steps);
@@ -322,7 +322,7 @@ static void expect_nan_step_skipped(int64_t every, const char *cpu_message,
     snprintf(last, PATH, "%s/checkpoints/last.ckpt", dir);
     cr_expect(same_params(path, last), "a checkpoint followed %s", path);
     cr_expect(same_as_checkpoint(t, path), "the NaN step or those after it changed the model");
-    sc_trainer_free(t);
+    host_trainer_free(t);
 }
 
 /* Steps replayed as CUDA graphs, each followed by the guard. */
@@ -356,9 +356,9 @@ Test(gpu_nan, non_finite_gradients_are_named)
     const char *argv[MAX_ARGS];
     int argc = train_args(argv, "cpu", temp_dir(dir, sizeof dir),
                           (const char *[]){"--quiet", NULL});
-    sc_trainer *t = trainer_for_args(argc, argv);
+    host_trainer *t = trainer_for_args(argc, argv);
     sc_tensor_list none = {0};
-    sc_step_result step = {.info = {.epoch = 2, .batch = 5, .size = 64, .step = 38},
+    host_step_result step = {.info = {.epoch = 2, .batch = 5, .size = 64, .step = 38},
                            .loss = 0.5,
                            .skipped = true,
                            .outputs = &none,
@@ -366,5 +366,5 @@ Test(gpu_nan, non_finite_gradients_are_named)
     cr_expect_eq(trainer_fold_step(t, &step), SC_ERR_NUMERIC);
     cr_expect_str_eq(sc_error_message(), "train gradients are not finite at epoch 2, batch 5 "
                                          "(loss 0.5): the update was skipped");
-    sc_trainer_free(t);
+    host_trainer_free(t);
 }

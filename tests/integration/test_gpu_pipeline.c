@@ -19,9 +19,9 @@
 
 #include "harness.h"
 #include "in_process.h"
-#include "jsonl.h"
+#include "base/jsonl.h"
 #include "scorch/device.h"
-#include "trainer_impl.h"
+#include "run/trainer_impl.h"
 
 #ifndef GPU_EMULATED
 #define GPU_EMULATED 0 /* 1 in the gpu_emulator build */
@@ -98,23 +98,23 @@ static void results_of(const char *run_dir, char *text)
 {
     char path[PATH];
     snprintf(path, PATH, "%s/metrics.jsonl", run_dir);
-    sc_jsonl_file file;
-    cr_assert_eq(sc_jsonl_read(path, &file), SC_OK, "%s", sc_error_message());
+    host_jsonl_file file;
+    cr_assert_eq(host_jsonl_read(path, &file), SC_OK, "%s", sc_error_message());
     size_t n = 0;
     text[0] = '\0';
     for (int r = 0; r < file.count; r++) {
         for (int f = 0; f < file.records[r].count && n < TEXT - 256; f++) {
-            const sc_json_field *field = &file.records[r].fields[f];
+            const host_json_field *field = &file.records[r].fields[f];
             if (measured(field->key))
                 continue;
-            n += field->type == SC_JSON_STRING
+            n += field->type == HOST_JSON_STRING
                      ? (size_t)snprintf(text + n, TEXT - n, "%s=%s ", field->key, field->string)
                      : (size_t)snprintf(text + n, TEXT - n, "%s=%.17g ", field->key,
                                         field->number);
         }
         n += (size_t)snprintf(text + n, TEXT - n, "\n");
     }
-    sc_jsonl_free(&file);
+    host_jsonl_free(&file);
 }
 
 static void checkpoint_of(const char *run_dir, char *path)
@@ -298,11 +298,11 @@ Test(gpu_pipeline, host_runs_ahead_of_the_gpu)
     const char *argv[MAX_ARGS];
     int argc = train_args(argv, "cuda", temp_dir(dir, sizeof dir), 1,
                           (const char *[]){"--quiet", "--workers", "0", NULL});
-    sc_trainer *t = trainer_for_args(argc, argv);
+    host_trainer *t = trainer_for_args(argc, argv);
     bool interrupted = false;
-    cr_assert_eq(sc_trainer_run(t, &interrupted), SC_OK, "%s", sc_error_message());
-    sc_step_pipe_stats stats = sc_step_pipe_stats_of(t->pipe);
-    sc_trainer_free(t);
+    cr_assert_eq(host_trainer_run(t, &interrupted), SC_OK, "%s", sc_error_message());
+    host_step_pipe_stats stats = host_step_pipe_stats_of(t->pipe);
+    host_trainer_free(t);
     cr_expect_eq(stats.steps, 32);
     /* 25 of them here; 0 with a wait for the GPU anywhere in the step */
     cr_expect_geq(stats.full_waits, stats.steps / 2,

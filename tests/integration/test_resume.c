@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "harness.h"
-#include "jsonl.h"
-#include "run_dir.h"
+#include "base/jsonl.h"
+#include "run/run_dir.h"
 #include "scorch/serialize.h"
 
 enum { PATH = 4096, DIR_LEN = 64, MAX_ARGS = 48, STEPS_PER_EPOCH = 32 };
@@ -360,14 +360,14 @@ Test(resume, a_batch_size_whose_buffers_overflow_is_refused)
  * phase, or the hook's tag), sorted, one a line. */
 static char *records_by_step(const char *dir)
 {
-    sc_jsonl_file file;
-    cr_assert_eq(sc_jsonl_read(in_run(dir, "metrics.jsonl"), &file), SC_OK, "%s",
+    host_jsonl_file file;
+    cr_assert_eq(host_jsonl_read(in_run(dir, "metrics.jsonl"), &file), SC_OK, "%s",
                  sc_error_message());
     char **lines = calloc((size_t)file.count + 1, sizeof *lines);
     for (int i = 0; i < file.count; i++) {
-        const sc_json_field *step = sc_json_record_get(&file.records[i], "step");
-        const sc_json_field *phase = sc_json_record_get(&file.records[i], "phase");
-        const sc_json_field *tag = sc_json_record_get(&file.records[i], "tag");
+        const host_json_field *step = host_json_record_get(&file.records[i], "step");
+        const host_json_field *phase = host_json_record_get(&file.records[i], "phase");
+        const host_json_field *tag = host_json_record_get(&file.records[i], "tag");
         cr_assert(step && (phase || tag), "record %d has no step or kind", i);
         lines[i] = malloc(128);
         snprintf(lines[i], 128, "%09.0f %s", step->number, (phase ? phase : tag)->string);
@@ -380,7 +380,7 @@ static char *records_by_step(const char *dir)
         free(lines[i]);
     }
     free(lines);
-    sc_jsonl_free(&file);
+    host_jsonl_free(&file);
     return t.data;
 }
 
@@ -415,8 +415,8 @@ Test(resume, trimming_keeps_the_steps_up_to_the_checkpoint)
 {
     char dir[DIR_LEN];
     temp_dir(dir, sizeof dir);
-    sc_run_dir rd;
-    cr_assert_eq(sc_run_dir_prepare(&rd, dir, true), SC_OK, "%s", sc_error_message());
+    host_run_dir rd;
+    cr_assert_eq(host_run_dir_prepare(&rd, dir, true), SC_OK, "%s", sc_error_message());
     FILE *f = fopen(in_run(dir, "metrics.jsonl"), "w");
     fputs("{\"epoch\":1,\"phase\":\"train\",\"step\":4,\"loss\":1}\n"
           "{\"epoch\":2,\"step\":5,\"tag\":\"a\",\"value\":1}\n"
@@ -426,8 +426,8 @@ Test(resume, trimming_keeps_the_steps_up_to_the_checkpoint)
           "{\"epoch\":2,\"step\":5,\"ta",
           f);
     fclose(f);
-    cr_assert_eq(sc_run_dir_trim_metrics(&rd, 5), SC_OK, "%s", sc_error_message());
-    sc_run_dir_close(&rd);
+    cr_assert_eq(host_run_dir_trim_metrics(&rd, 5), SC_OK, "%s", sc_error_message());
+    host_run_dir_close(&rd);
     char *kept = read_text(in_run(dir, "metrics.jsonl"));
     cr_assert_str_eq(kept, "{\"epoch\":1,\"phase\":\"train\",\"step\":4,\"loss\":1}\n"
                            "{\"epoch\":2,\"step\":5,\"tag\":\"a\",\"value\":1}\n"

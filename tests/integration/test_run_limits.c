@@ -12,8 +12,8 @@
 
 #include "harness.h"
 #include "in_process.h"
-#include "lr_find.h"
-#include "trainer_impl.h"
+#include "run/lr_find.h"
+#include "run/trainer_impl.h"
 
 enum { PATH = 4096, DIR_LEN = 64, MAX_ARGS = 48 };
 
@@ -193,15 +193,15 @@ Test(lr_find, restores_the_weights_and_the_optimizer)
     temp_dir(dir, sizeof dir);
     const char *argv[MAX_ARGS];
     int argc = train_args(argv, dir, "1", ARGS("--lr-find", "--lr-find-steps", "30", "--quiet"));
-    sc_trainer *t = trainer_for_args(argc, argv);
+    host_trainer *t = trainer_for_args(argc, argv);
     int64_t n = sc_params_numel(t->s.params);
     float *before = malloc((size_t)n * sizeof *before);
     cr_assert(before);
     memcpy(before, sc_params_values(t->s.params), (size_t)n * sizeof *before);
-    sc_lr_curve curve;
-    cr_assert_eq(sc_lr_curve_init(&curve, 1e-5, 1, 30), SC_OK);
+    host_lr_curve curve;
+    cr_assert_eq(host_lr_curve_init(&curve, 1e-5, 1, 30), SC_OK);
     bool interrupted = true;
-    cr_assert_eq(sc_lr_find(t, &curve, &interrupted), SC_OK, "%s", sc_error_message());
+    cr_assert_eq(host_lr_find(t, &curve, &interrupted), SC_OK, "%s", sc_error_message());
     cr_expect_not(interrupted);
     cr_expect_eq(curve.n, 30);
     cr_expect_neq(curve.points[29].loss, curve.points[0].loss, "the weights never moved");
@@ -215,9 +215,9 @@ Test(lr_find, restores_the_weights_and_the_optimizer)
             cr_assert_eq(v[j], 0.0f, "optimizer state %s[%lld] = %g", st->name, (long long)j,
                          v[j]);
     }
-    sc_lr_curve_free(&curve);
+    host_lr_curve_free(&curve);
     free(before);
-    sc_trainer_free(t);
+    host_trainer_free(t);
 }
 
 /* ---- --validate-every-steps ---- */

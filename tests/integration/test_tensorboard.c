@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "harness.h"
-#include "tfrecord.h"
+#include "observe/tfrecord.h"
 
 enum { PATH = 4096, DIR_LEN = 64, MAX_ARGS = 32 };
 
@@ -73,16 +73,16 @@ static int count_records(const unsigned char *data, size_t size)
 {
     int n = 0;
     for (size_t pos = 0; pos < size; n++) {
-        if (size - pos < SC_TFRECORD_HEADER + SC_TFRECORD_FOOTER)
+        if (size - pos < HOST_TFRECORD_HEADER + HOST_TFRECORD_FOOTER)
             return -1;
         uint64_t len = le32(data + pos) | (uint64_t)le32(data + pos + 4) << 32;
-        if (le32(data + pos + 8) != sc_crc32c_mask(sc_crc32c_compute(data + pos, 8)) ||
-            len > size - pos - SC_TFRECORD_HEADER - SC_TFRECORD_FOOTER)
+        if (le32(data + pos + 8) != host_crc32c_mask(host_crc32c_compute(data + pos, 8)) ||
+            len > size - pos - HOST_TFRECORD_HEADER - HOST_TFRECORD_FOOTER)
             return -1;
-        const unsigned char *body = data + pos + SC_TFRECORD_HEADER;
-        if (le32(body + len) != sc_crc32c_mask(sc_crc32c_compute(body, len)))
+        const unsigned char *body = data + pos + HOST_TFRECORD_HEADER;
+        if (le32(body + len) != host_crc32c_mask(host_crc32c_compute(body, len)))
             return -1;
-        pos += SC_TFRECORD_HEADER + len + SC_TFRECORD_FOOTER;
+        pos += HOST_TFRECORD_HEADER + len + HOST_TFRECORD_FOOTER;
     }
     return n;
 }

@@ -40,6 +40,12 @@ sc_status sc_args_bool(const sc_args *args, const char *key, bool def, bool *out
  * When absent, *n = 0 and out is untouched. */
 sc_status sc_args_ints(const sc_args *args, const char *key, int64_t *out, int max, int *n);
 
+/* The name in names[0..n) nearest to word by edit distance (a swap of two
+ * adjacent characters counts as one edit), when close enough to be a
+ * likely typo: at most one edit per three characters of word; else NULL.
+ * For "did you mean" hints. */
+const char *sc_args_suggest(const char *word, const char *const *names, int n);
+
 /* Fails, naming the first key not in the NULL-terminated list `known`. */
 sc_status sc_args_check_known(const sc_args *args, const char *const *known);
 

@@ -1,0 +1,283 @@
+/* plugin_loader.c — dlopen a plugin, find its well-known symbol, and refuse
+ * it, with one message naming the file, unless its ABI header and required
+ * functions are in order. */
+#include "base/plugin_loader.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/config.h"
+#include "base/crash.h"
+#include "base/device.h"
+#include "scorch/args.h"
+
+/* The end of a struct's last v1.0 field: the least abi.size a v1.x plugin
+ * may declare. Minor versions append fields, so this stays the 1.0 end. */
+#define SIZE_V1_0(type, last) (offsetof(type, last) + sizeof(((type *)0)->last))
+
+typedef struct required_fn {
+    const char *name;
+    size_t offset;
+} required_fn;
+
+#define REQUIRED(type, field) {#field, offsetof(type, field)}
+
+static const required_fn model_required[] = {
+    REQUIRED(sc_model_plugin, network_create),   REQUIRED(sc_model_plugin, network_destroy),
+    REQUIRED(sc_model_plugin, network_forward),  REQUIRED(sc_model_plugin, socket_criterion),
+    REQUIRED(sc_model_plugin, socket_metrics),   REQUIRED(sc_model_plugin, socket_main_metric),
+};
+
+static const required_fn dataset_required[] = {
+    REQUIRED(sc_dataset_plugin, index_open),      REQUIRED(sc_dataset_plugin, index_close),
+    REQUIRED(sc_dataset_plugin, dataset_open),    REQUIRED(sc_dataset_plugin, dataset_close),
+    REQUIRED(sc_dataset_plugin, dataset_len),     REQUIRED(sc_dataset_plugin, dataset_spec),
+    REQUIRED(sc_dataset_plugin, dataset_getitem),
+};
+
+#define N_REQUIRED(a) (sizeof(a) / sizeof((a)[0]))
+
+sc_status host_abi_check(const sc_abi_header *abi, const char *what, size_t min_size)
+{
+    if (abi->magic != SC_ABI_MAGIC)
+        return sc_error_set(SC_ERR_PLUGIN,
+                            "%s has a bad magic number 0x%08" PRIx32 " (expected 0x%08x): "
+                            "not made with SC_ABI_HEADER",
+                            what, abi->magic, SC_ABI_MAGIC);
+    if (abi->major != SC_ABI_MAJOR || abi->minor > SC_ABI_MINOR)
+        return sc_error_set(SC_ERR_PLUGIN, "%s built for plugin ABI %u.%u, this scorch speaks %d.%d",
+                            what, abi->major, abi->minor, SC_ABI_MAJOR, SC_ABI_MINOR);
+    if (abi->size < min_size)
+        return sc_error_set(SC_ERR_PLUGIN,
+                            "%s declares %" PRIu32 " bytes, plugin ABI %u.%u needs at least %zu",
+                            what, abi->size, abi->major, abi->minor, min_size);
+    return SC_OK;
+}
+
+static sc_status check_name(const char *name, const char *kind)
+{
+    if (!name || !name[0])
+        return sc_error_set(SC_ERR_PLUGIN, "%s plugin leaves name empty (required)", kind);
+    return SC_OK;
+}
+
+static sc_status check_required(const void *api, const required_fn *req, size_t n,
+                                const char *kind, const char *name)
+{
+    for (size_t i = 0; i < n; i++) {
+        /* Function pointers share one representation on every platform
+         * that has dlopen, so any of them reads as void (*)(void). */
+        void (*fn)(void);
+        memcpy(&fn, (const char *)api + req[i].offset, sizeof fn);
+        if (!fn)
+            return sc_error_set(SC_ERR_PLUGIN, "%s plugin '%s' leaves %s NULL (required)", kind,
+                                name, req[i].name);
+    }
+    return SC_OK;
+}
+
+/* An appended (1.1) field is read only when the plugin's struct reaches its
+ * end (SIZE_V1_0 gives the end of any field). */
+static const char *preferred_device(const sc_model_plugin *api)
+{
+    bool has = api->abi.size >= SIZE_V1_0(sc_model_plugin, preferred_device);
+    return has ? api->preferred_device : NULL;
+}
+
+static sc_status check_model(const sc_model_plugin *api)
+{
+    SC_TRY(host_abi_check(&api->abi, "model plugin",
+                        SIZE_V1_0(sc_model_plugin, socket_param_trains)));
+    SC_TRY(check_name(api->name, "model"));
+    SC_TRY(check_required(api, model_required, N_REQUIRED(model_required), "model", api->name));
+    host_device_request req;
+    const char *device = preferred_device(api);
+    if (device && host_device_parse(device, &req) != SC_OK)
+        return sc_error_wrap(SC_ERR_PLUGIN, "model plugin '%s': preferred_device", api->name);
+    return SC_OK;
+}
+
+const char *host_model_preferred_device(const host_model_lib *lib)
+{
+    return preferred_device(lib->api);
+}
+
+static sc_status check_dataset(const sc_dataset_plugin *api)
+{
+    SC_TRY(host_abi_check(&api->abi, "dataset plugin", SIZE_V1_0(sc_dataset_plugin, class_name)));
+    SC_TRY(check_name(api->name, "dataset"));
+    return check_required(api, dataset_required, N_REQUIRED(dataset_required), "dataset",
+                          api->name);
+}
+
+static const void *lib_symbol(const host_plugin_lib *lib, const char *symbol)
+{
+    return dlsym(lib->handle, symbol);
+}
+
+/* The message for a missing well-known symbol, with a hint when the file
+ * is another kind of plugin. */
+static sc_status missing_symbol(const host_plugin_lib *lib, const char *symbol)
+{
+    static const struct {
+        const char *symbol, *hint;
+    } kinds[] = {
+        {"scorch_model_plugin", "it is a model plugin: give it to --model"},
+        {"scorch_dataset_plugin", "it is a dataset plugin: give it to --dataset"},
+        {"scorch_hooks", "it only has hooks: give it to --hooks"},
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(kinds[i].symbol, symbol) != 0 && lib_symbol(lib, kinds[i].symbol))
+            return sc_error_set(SC_ERR_PLUGIN, "exports no %s (%s)", symbol, kinds[i].hint);
+    return sc_error_set(SC_ERR_PLUGIN, "exports no %s (define it with SC_PLUGIN_EXPORT)", symbol);
+}
+
+static sc_status lib_dlopen(const char *path, host_plugin_lib *lib)
+{
+    if (access(path, R_OK) != 0)
+        return sc_error_set(SC_ERR_IO, "%s", strerror(errno));
+    /* Without a slash dlopen searches the library path, not the current
+     * directory; a user who writes "mlp.so" means the file here. */
+    size_t len = strlen(path);
+    char *local = malloc(len + 3);
+    lib->path = strdup(path); /* first: dlclose names it, should the load fail after */
+    if (!local || !lib->path) {
+        free(local);
+        return sc_error_set(SC_ERR_NOMEM, "out of memory");
+    }
+    snprintf(local, len + 3, "%s%s", strchr(path, '/') ? "" : "./", path);
+    /* The plugin's constructors run in dlopen: a crash there names it. */
+    HOST_PLUGIN_CALL(path, "dlopen (the plugin's constructors)",
+                   lib->handle = dlopen(local, RTLD_NOW | RTLD_LOCAL));
+    free(local);
+    if (!lib->handle)
+        return sc_error_set(SC_ERR_PLUGIN, "cannot load: %s", dlerror());
+    lib->hooks = lib_symbol(lib, "scorch_hooks");
+    lib->user_funcs = lib_symbol(lib, "scorch_user_funcs");
+    return SC_OK;
+}
+
+/* Closes lib and prefixes the message with path. */
+static sc_status refuse(host_plugin_lib *lib, sc_status st, const char *path)
+{
+    host_plugin_lib_close(lib);
+    return sc_error_wrap(st, "%s", path);
+}
+
+/* Opens path and finds `symbol`; on a refusal nothing stays open. */
+static sc_status lib_open(const char *path, const char *symbol, host_plugin_lib *lib,
+                          const void **api)
+{
+    *lib = (host_plugin_lib){0};
+    *api = NULL;
+    sc_status st = lib_dlopen(path, lib);
+    if (st == SC_OK && !(*api = lib_symbol(lib, symbol)))
+        st = missing_symbol(lib, symbol);
+    return st == SC_OK ? SC_OK : refuse(lib, st, path);
+}
+
+sc_status host_model_lib_open(const char *path, host_model_lib *out)
+{
+    const void *api;
+    *out = (host_model_lib){0};
+    SC_TRY(lib_open(path, "scorch_model_plugin", &out->lib, &api));
+    sc_status st = check_model(api);
+    if (st != SC_OK)
+        return refuse(&out->lib, st, path);
+    out->api = api;
+    return SC_OK;
+}
+
+sc_status host_dataset_lib_open(const char *path, host_dataset_lib *out)
+{
+    const void *api;
+    *out = (host_dataset_lib){0};
+    SC_TRY(lib_open(path, "scorch_dataset_plugin", &out->lib, &api));
+    sc_status st = check_dataset(api);
+    if (st != SC_OK)
+        return refuse(&out->lib, st, path);
+    out->api = api;
+    return SC_OK;
+}
+
+/* The keys a hooks plugin takes (scorch_hook_arg_keys, ABI 1.2), NULL for
+ * none. */
+static sc_status arg_keys(const host_plugin_lib *lib, const char *const **keys)
+{
+    const sc_hook_arg_keys *declared = lib_symbol(lib, "scorch_hook_arg_keys");
+    *keys = NULL;
+    if (!declared)
+        return SC_OK;
+    /* SIZE_V1_0 gives the struct's first size, 1.2's here. */
+    SC_TRY(host_abi_check(&declared->abi, "scorch_hook_arg_keys",
+                        SIZE_V1_0(sc_hook_arg_keys, keys)));
+    *keys = declared->keys;
+    return SC_OK;
+}
+
+static bool listed(const char *const *keys, const char *key)
+{
+    for (; keys && *keys; keys++)
+        if (strcmp(*keys, key) == 0)
+            return true;
+    return false;
+}
+
+/* The refusal of `key`: the nearest listed key, and the list. */
+static sc_status unknown_arg(const char *key, const char *const *keys)
+{
+    if (!keys || !keys[0])
+        return sc_error_set(SC_ERR_INVALID, "--hooks-args: unknown key '%s': the plugin takes "
+                            "no arguments (it exports no scorch_hook_arg_keys)", key);
+    char list[512] = "";
+    size_t used = 0;
+    int n = 0;
+    for (; keys[n]; n++)
+        if (used < sizeof list)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", n ? ", " : "",
+                                     keys[n]);
+    const char *near = sc_args_suggest(key, keys, n);
+    if (near)
+        return sc_error_set(SC_ERR_INVALID, "--hooks-args: unknown key '%s' (did you mean "
+                            "'%s'? the plugin takes %s)", key, near, list);
+    return sc_error_set(SC_ERR_INVALID, "--hooks-args: unknown key '%s' (the plugin takes %s)",
+                        key, list);
+}
+
+/* Parses the --hooks-args into lib->args and refuses keys it does not take. */
+static sc_status take_args(host_plugin_lib *lib, const char *text)
+{
+    const char *const *keys;
+    SC_TRY(sc_args_parse(text, "hooks arg", &lib->args));
+    SC_TRY(arg_keys(lib, &keys));
+    for (int i = 0; i < sc_args_count(lib->args); i++)
+        if (!listed(keys, sc_args_key(lib->args, i)))
+            return unknown_arg(sc_args_key(lib->args, i), keys);
+    return SC_OK;
+}
+
+sc_status host_hooks_lib_open(const char *path, const char *args, host_plugin_lib *out)
+{
+    /* The tables themselves are checked when they join the run's sets. */
+    *out = (host_plugin_lib){0};
+    sc_status st = lib_dlopen(path, out);
+    if (st == SC_OK && !out->hooks && !out->user_funcs)
+        st = missing_symbol(out, "scorch_hooks");
+    if (st == SC_OK)
+        st = take_args(out, args);
+    return st == SC_OK ? SC_OK : refuse(out, st, path);
+}
+
+void host_plugin_lib_close(host_plugin_lib *lib)
+{
+    if (lib->handle) /* its destructors run in dlclose */
+        HOST_PLUGIN_CALL(lib->path, "dlclose (the plugin's destructors)", dlclose(lib->handle));
+    free(lib->path);
+    sc_args_free(lib->args);
+    *lib = (host_plugin_lib){0};
+}
