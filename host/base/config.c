@@ -21,6 +21,7 @@
 #include "base/device.h"
 #include "base/duration.h"
 #include "base/format.h"
+#include "base/name_map.h"
 #include "scorch/args.h"
 #include "scorch/optim.h"
 #include "scorch/plugin.h"
@@ -64,6 +65,7 @@ typedef enum opt_group {
     GROUP_SCHEDULE,
     GROUP_DEVICES,
     GROUP_RUN,
+    GROUP_INIT,
     GROUP_TENSORBOARD,
     GROUP_EVAL,
     GROUP_GENERAL,
@@ -76,6 +78,7 @@ static const char *const group_title[] = {
     [GROUP_SCHEDULE] = "Learning-rate schedule",
     [GROUP_DEVICES] = "Data loading and devices",
     [GROUP_RUN] = "Run directory and checkpoints",
+    [GROUP_INIT] = "Starting weights and freezing",
     [GROUP_TENSORBOARD] = "TensorBoard",
     [GROUP_EVAL] = "Evaluation",
     [GROUP_GENERAL] = "General",
@@ -121,10 +124,10 @@ typedef struct config_option {
 #define CFG_MEMBER(f) (((host_config *)0)->f)
 #define AS(t, f) .type = (t), .offset = offsetof(host_config, f), .size = sizeof CFG_MEMBER(f)
 /* The type follows the field, so the table cannot disagree with host_config. */
-#define FIELD(f)                                                                \
+#define FIELD(f)                                                                     \
     AS(_Generic(CFG_MEMBER(f), char *: OPT_STRING, int: OPT_INT, int64_t: OPT_INT64, \
-                uint64_t: OPT_UINT64, double: OPT_DOUBLE, bool: OPT_FLAG,         \
-                host_path_list: OPT_LIST),                                          \
+                uint64_t: OPT_UINT64, double: OPT_DOUBLE, bool: OPT_FLAG,            \
+                host_path_list: OPT_LIST),                                           \
        f)
 
 static sc_status check_device(const char *value);
@@ -156,9 +159,11 @@ static const config_option options[] = {
      .programs = BOTH, .group = GROUP_PLUGINS,
      .help = "arguments for the --hooks plugin just before it"},
 
-    {.name = "epochs", FIELD(epochs), .def = "10", .arg = "N", .bound = BOUND_ONE,
+    {.name = "epochs", FIELD(epochs), .def = "10", .arg = "N", .bound = BOUND_NONNEG,
      .resume_may_change = true,
-     .programs = TRAIN, .group = GROUP_TRAINING, .help = "epochs to train"},
+     .programs = TRAIN, .group = GROUP_TRAINING,
+     .help = "epochs to train; 0 trains none and only tests the starting weights (as "
+             "--init-from gives them)"},
     {.name = "max-train-iterations", FIELD(max_train_iterations), .def = "0", .arg = "N",
      .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_TRAINING,
      .help = "train batches per epoch, 0 for all"},
@@ -351,6 +356,25 @@ static const config_option options[] = {
      .programs = TRAIN, .group = GROUP_RUN,
      .help = "stop with a checkpoint once training has run this long in this process "
              "(2h30m, 90m, 45s, or seconds; 0 for no limit); --resume continues"},
+    {.name = "init-from", FIELD(init_from), .def = "", .arg = "FILE", .programs = TRAIN,
+     .resume_may_change = true, /* --resume ignores it: the checkpoint's weights continue */
+     .group = GROUP_INIT,
+     .help = "start from the weights in FILE, a .safetensors file or a scorch checkpoint "
+             "(at epoch 1, with a new optimizer); see docs/weights.md"},
+    {.name = "init-map", FIELD(init_map), .def = "", .arg = "FROM=TO,...",
+     .check = host_name_map_check, .resume_may_change = true, .programs = TRAIN,
+     .group = GROUP_INIT,
+     .help = "with --init-from: load the file's tensor FROM as the model's TO; '*' matches "
+             "any characters and carries over (features.*=conv*), an empty TO drops it"},
+    {.name = "init-strict", FIELD(init_strict), .def = "true", .resume_may_change = true,
+     .programs = TRAIN, .group = GROUP_INIT,
+     .help = "with --init-from: refuse a file whose tensors are missing, unexpected or "
+             "shaped otherwise (--no-init-strict: load those that fit, list the others)"},
+    {.name = "freeze", FIELD(freeze), .def = "", .arg = "GLOB,...",
+     .check = host_name_globs_check, .programs = TRAIN, .group = GROUP_INIT,
+     .help = "do not train the parameters whose names match a glob (fnmatch: '*' matches "
+             "dots too); each glob must match one"},
+
     {.name = "tensorboard", FIELD(tensorboard), .def = "true", .programs = TRAIN,
      .resume_may_change = true,
      .group = GROUP_TENSORBOARD,
@@ -1346,6 +1370,8 @@ static const char *const group_resume_loss[] = {
     [GROUP_DEVICES] = "the batches, the sample order or the arithmetic differ, so the weights "
                       "drift from those of the uninterrupted run",
     [GROUP_RUN] = "the run differs", [GROUP_TENSORBOARD] = "the run differs",
+    [GROUP_INIT] = "other parameters train, so the weights drift from those of the "
+                   "uninterrupted run",
     [GROUP_EVAL] = "the run differs", [GROUP_GENERAL] = "the run differs",
 };
 

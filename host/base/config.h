@@ -90,6 +90,11 @@ typedef struct host_config {
     char max_time[32];              /* --max-time DURATION: stop with a checkpoint (0 = none) */
     bool tensorboard;               /* --tensorboard: RUN/tensorboard event files (true) */
     int histogram_every;            /* --histogram-every N epochs (1; 0 = never) */
+    /* starting weights (docs/weights.md) */
+    char init_from[HOST_PATH_MAX];    /* --init-from FILE: .safetensors or checkpoint ("" none) */
+    char init_map[1024];            /* --init-map FROM=TO,...: renames of the file's tensors */
+    bool init_strict;               /* --init-strict: all tensors present, same shapes (true) */
+    char freeze[1024];              /* --freeze GLOB,...: parameters that do not train */
     int64_t max_train_iterations;   /* --max-train-iterations per epoch (0 = all) */
     int64_t max_valid_iterations;   /* --max-valid-iterations (0 = all) */
     int64_t max_test_iterations;    /* --max-test-iterations (0 = all) */

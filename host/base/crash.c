@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/config.h"
+#include "scorch_host/plugin.h"
 
 _Thread_local const host_plugin_call *host_plugin_call_current;
 
@@ -235,8 +236,15 @@ void host_crash_thread_end(void)
     thread_stack = NULL;
 }
 
+/* libscorch refuses its host-only calls while this says plugin code runs. */
+static bool in_plugin_code(void)
+{
+    return host_plugin_call_current != NULL;
+}
+
 void host_crash_install(const char *program)
 {
+    sc_host_set_plugin_probe(in_plugin_code);
     snprintf(crash_program, sizeof crash_program, "%s", program);
     crash_newline = isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
     void *frame;

@@ -62,12 +62,12 @@ static inline void host_plugin_call_leave(const host_plugin_call *outer)
  * call into the plugin `file`: HOST_PLUGIN_CALL(lib->path, "index_open",
  * st = api->index_open(path, args, &index)). The statement must not
  * leave the block (no return, goto or SC_TRY). */
-#define HOST_PLUGIN_CALL(file, fn, ...)                                             \
-    do {                                                                          \
-        const host_plugin_call host_call_ = {.plugin = (file), .function = (fn)};     \
-        const host_plugin_call *host_outer_call_ = host_plugin_call_enter(&host_call_);   \
-        __VA_ARGS__;                                                              \
-        host_plugin_call_leave(host_outer_call_);                                     \
+#define HOST_PLUGIN_CALL(file, fn, ...)                                                 \
+    do {                                                                                \
+        const host_plugin_call host_call_ = {.plugin = (file), .function = (fn)};       \
+        const host_plugin_call *host_outer_call_ = host_plugin_call_enter(&host_call_); \
+        __VA_ARGS__;                                                                    \
+        host_plugin_call_leave(host_outer_call_);                                       \
     } while (0)
 
 /* A failed plugin call's status, its message prefixed with the plugin file

@@ -9,6 +9,7 @@
 
 #include "base/format.h"
 #include "scorch/args.h"
+#include "scorch_host/optim.h"
 
 static const char *const keys[] = {"weight_decay", "lr_scale"};
 

@@ -16,9 +16,48 @@
 #include "base/device.h"
 #include "scorch/args.h"
 
-/* The end of a struct's last v1.0 field: the least abi.size a v1.x plugin
- * may declare. Minor versions append fields, so this stays the 1.0 end. */
-#define SIZE_V1_0(type, last) (offsetof(type, last) + sizeof(((type *)0)->last))
+/* The end of a struct's field: a struct whose abi.size reaches it has it. */
+#define END_OF(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+
+enum { KNOWN_MINORS = 5 };
+_Static_assert(SC_ABI_MINOR + 1 == KNOWN_MINORS, "a new minor needs its sizes in abi_structs");
+
+/* Each struct's least abi.size per minor: the end of the last field that
+ * minor defines, 0 before the struct existed. Minors only append, so a row
+ * never shrinks; a row that stays the same means the minor added nothing
+ * to that struct. */
+static const struct {
+    const char *what;
+    size_t size[KNOWN_MINORS];
+} abi_structs[HOST_ABI_STRUCT_COUNT] = {
+    [HOST_ABI_MODEL] = {"model plugin",
+                        {END_OF(sc_model_plugin, socket_param_trains),
+                         END_OF(sc_model_plugin, preferred_device),
+                         END_OF(sc_model_plugin, preferred_device),
+                         END_OF(sc_model_plugin, preferred_device),
+                         END_OF(sc_model_plugin, preferred_device)}},
+    [HOST_ABI_DATASET] = {"dataset plugin",
+                          {END_OF(sc_dataset_plugin, class_name),
+                           END_OF(sc_dataset_plugin, class_name),
+                           END_OF(sc_dataset_plugin, class_name),
+                           END_OF(sc_dataset_plugin, class_name),
+                           END_OF(sc_dataset_plugin, index_decode)}},
+    [HOST_ABI_HOOKS] = {"hook table",
+                        {END_OF(sc_hook_table, hooks), END_OF(sc_hook_table, hooks),
+                         END_OF(sc_hook_table, hooks), END_OF(sc_hook_table, hooks),
+                         END_OF(sc_hook_table, hooks)}},
+    [HOST_ABI_USER_FUNCS] = {"user function table",
+                             {0, END_OF(sc_user_func_table, funcs),
+                              END_OF(sc_user_func_table, funcs),
+                              END_OF(sc_user_func_table, funcs),
+                              END_OF(sc_user_func_table, funcs)}},
+    [HOST_ABI_HOOK_ARG_KEYS] = {"scorch_hook_arg_keys",
+                                {0, 0, END_OF(sc_hook_arg_keys, keys),
+                                 END_OF(sc_hook_arg_keys, keys), END_OF(sc_hook_arg_keys, keys)}},
+    [HOST_ABI_HOOK_ACTIONS] = {"hook actions",
+                               {0, 0, 0, END_OF(sc_hook_actions, log_image),
+                                END_OF(sc_hook_actions, log_image)}},
+};
 
 typedef struct required_fn {
     const char *name;
@@ -42,21 +81,52 @@ static const required_fn dataset_required[] = {
 
 #define N_REQUIRED(a) (sizeof(a) / sizeof((a)[0]))
 
-sc_status host_abi_check(const sc_abi_header *abi, const char *what, size_t min_size)
+size_t host_abi_size(host_abi_struct which, unsigned minor)
 {
+    return minor < KNOWN_MINORS ? abi_structs[which].size[minor] : 0;
+}
+
+/* The first minor that has the struct. */
+static unsigned abi_since(host_abi_struct which)
+{
+    unsigned minor = 0;
+    while (!abi_structs[which].size[minor])
+        minor++;
+    return minor;
+}
+
+sc_status host_abi_check_as(const sc_abi_header *abi, host_abi_struct which, unsigned host_minor)
+{
+    const char *what = abi_structs[which].what;
     if (abi->magic != SC_ABI_MAGIC)
         return sc_error_set(SC_ERR_PLUGIN,
                             "%s has a bad magic number 0x%08" PRIx32 " (expected 0x%08x): "
                             "not made with SC_ABI_HEADER",
                             what, abi->magic, SC_ABI_MAGIC);
-    if (abi->major != SC_ABI_MAJOR || abi->minor > SC_ABI_MINOR)
-        return sc_error_set(SC_ERR_PLUGIN, "%s built for plugin ABI %u.%u, this scorch speaks %d.%d",
-                            what, abi->major, abi->minor, SC_ABI_MAJOR, SC_ABI_MINOR);
-    if (abi->size < min_size)
+    if (abi->major != SC_ABI_MAJOR || abi->minor > host_minor)
+        return sc_error_set(SC_ERR_PLUGIN, "%s built for plugin ABI %u.%u, this scorch speaks %d.%u",
+                            what, abi->major, abi->minor, SC_ABI_MAJOR, host_minor);
+    size_t need = host_abi_size(which, abi->minor);
+    if (!need)
+        return sc_error_set(SC_ERR_PLUGIN, "%s claims plugin ABI %u.%u, which has none (it came "
+                            "with %d.%u)", what, abi->major, abi->minor, SC_ABI_MAJOR,
+                            abi_since(which));
+    if (abi->size < need)
         return sc_error_set(SC_ERR_PLUGIN,
                             "%s declares %" PRIu32 " bytes, plugin ABI %u.%u needs at least %zu",
-                            what, abi->size, abi->major, abi->minor, min_size);
+                            what, abi->size, abi->major, abi->minor, need);
     return SC_OK;
+}
+
+sc_status host_abi_check(const sc_abi_header *abi, host_abi_struct which)
+{
+    return host_abi_check_as(abi, which, SC_ABI_MINOR);
+}
+
+sc_host_info host_plugin_host_info(sc_device_kind device)
+{
+    return (sc_host_info){.abi = SC_ABI_HEADER(sc_host_info), .version = SCORCH_VERSION,
+                          .device_kind = device};
 }
 
 static sc_status check_name(const char *name, const char *kind)
@@ -82,17 +152,16 @@ static sc_status check_required(const void *api, const required_fn *req, size_t 
 }
 
 /* An appended (1.1) field is read only when the plugin's struct reaches its
- * end (SIZE_V1_0 gives the end of any field). */
+ * end. */
 static const char *preferred_device(const sc_model_plugin *api)
 {
-    bool has = api->abi.size >= SIZE_V1_0(sc_model_plugin, preferred_device);
+    bool has = api->abi.size >= END_OF(sc_model_plugin, preferred_device);
     return has ? api->preferred_device : NULL;
 }
 
 static sc_status check_model(const sc_model_plugin *api)
 {
-    SC_TRY(host_abi_check(&api->abi, "model plugin",
-                        SIZE_V1_0(sc_model_plugin, socket_param_trains)));
+    SC_TRY(host_abi_check(&api->abi, HOST_ABI_MODEL));
     SC_TRY(check_name(api->name, "model"));
     SC_TRY(check_required(api, model_required, N_REQUIRED(model_required), "model", api->name));
     host_device_request req;
@@ -107,9 +176,34 @@ const char *host_model_preferred_device(const host_model_lib *lib)
     return preferred_device(lib->api);
 }
 
+typedef sc_status (*decode_fn)(void *index, const sc_raw_input *raw, sc_tensor_list *inputs);
+
+/* The dataset's index_decode (1.4), read only from a struct that holds it. */
+static decode_fn index_decode(const sc_dataset_plugin *api)
+{
+    return api->abi.size >= END_OF(sc_dataset_plugin, index_decode) ? api->index_decode : NULL;
+}
+
+bool host_dataset_decodes(const host_dataset_lib *lib)
+{
+    return index_decode(lib->api) != NULL;
+}
+
+sc_status host_dataset_decode(const host_dataset_lib *lib, void *index, const sc_raw_input *raw,
+                              sc_tensor_list *inputs)
+{
+    decode_fn decode = index_decode(lib->api);
+    if (!decode)
+        return sc_error_set(SC_ERR_UNSUPPORTED, "%s: dataset plugin '%s' takes no raw inputs "
+                            "(it has no index_decode, ABI 1.4)", lib->lib.path, lib->api->name);
+    sc_status st;
+    HOST_PLUGIN_CALL(lib->lib.path, "index_decode", st = decode(index, raw, inputs));
+    return st == SC_OK ? SC_OK : host_plugin_failed(st, lib->lib.path, "index_decode");
+}
+
 static sc_status check_dataset(const sc_dataset_plugin *api)
 {
-    SC_TRY(host_abi_check(&api->abi, "dataset plugin", SIZE_V1_0(sc_dataset_plugin, class_name)));
+    SC_TRY(host_abi_check(&api->abi, HOST_ABI_DATASET));
     SC_TRY(check_name(api->name, "dataset"));
     return check_required(api, dataset_required, N_REQUIRED(dataset_required), "dataset",
                           api->name);
@@ -213,9 +307,7 @@ static sc_status arg_keys(const host_plugin_lib *lib, const char *const **keys)
     *keys = NULL;
     if (!declared)
         return SC_OK;
-    /* SIZE_V1_0 gives the struct's first size, 1.2's here. */
-    SC_TRY(host_abi_check(&declared->abi, "scorch_hook_arg_keys",
-                        SIZE_V1_0(sc_hook_arg_keys, keys)));
+    SC_TRY(host_abi_check(&declared->abi, HOST_ABI_HOOK_ARG_KEYS));
     *keys = declared->keys;
     return SC_OK;
 }

@@ -2,20 +2,32 @@
  *
  * dlopen(RTLD_NOW | RTLD_LOCAL), then the well-known symbol is looked up
  * and its ABI header checked: magic, major == SC_ABI_MAJOR, minor <=
- * SC_ABI_MINOR, size >= the size that minor defines; then every required
- * function. Any refusal is one message naming the file and what is wrong
- * ("mlp.so: model plugin built for plugin ABI 2.0, this scorch speaks 1.0").
- * A path without a slash names a file in the current directory, not one
- * on the library search path.
+ * SC_ABI_MINOR, size >= the size that minor defines for that struct; then
+ * every required function. Any refusal is one message naming the file and
+ * what is wrong ("mlp.so: model plugin built for plugin ABI 2.0, this
+ * scorch speaks 1.3"). A path without a slash names a file in the current
+ * directory, not one on the library search path.
  */
 #ifndef SCORCH_HOST_PLUGIN_LOADER_H
 #define SCORCH_HOST_PLUGIN_LOADER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "scorch/hooks.h"
 #include "scorch/plugin.h"
 #include "scorch/user_funcs.h"
+
+/* The structs of the plugin ABI that start with an sc_abi_header. */
+typedef enum host_abi_struct {
+    HOST_ABI_MODEL,         /* sc_model_plugin */
+    HOST_ABI_DATASET,       /* sc_dataset_plugin */
+    HOST_ABI_HOOKS,         /* sc_hook_table */
+    HOST_ABI_USER_FUNCS,    /* sc_user_func_table, since 1.1 */
+    HOST_ABI_HOOK_ARG_KEYS, /* sc_hook_arg_keys, since 1.2 */
+    HOST_ABI_HOOK_ACTIONS,  /* sc_hook_actions, the host's own; a header since 1.3 */
+    HOST_ABI_STRUCT_COUNT
+} host_abi_struct;
 
 typedef struct host_plugin_lib {
     void *handle;                    /* from dlopen */
@@ -49,13 +61,37 @@ sc_status host_hooks_lib_open(const char *path, const char *args, host_plugin_li
  * was built for 1.0. */
 const char *host_model_preferred_device(const host_model_lib *lib);
 
+/* Whether the dataset turns raw inputs into samples: it has an
+ * index_decode (ABI 1.4) and a struct that holds it. */
+bool host_dataset_decodes(const host_dataset_lib *lib);
+
+/* index_decode of `raw` into `inputs` (tensors shaped per the sample
+ * spec's inputs, as getitem gets them), on any thread. A failure says
+ * "<file>: index_decode: <the plugin's message>", which names the file of
+ * a path input; the caller adds which input bytes were. A dataset without
+ * index_decode is SC_ERR_UNSUPPORTED, naming it. */
+sc_status host_dataset_decode(const host_dataset_lib *lib, void *index, const sc_raw_input *raw,
+                              sc_tensor_list *inputs);
+
 /* Closes what an open filled (a zeroed lib is fine); the plugin's structs
  * and hooks are gone afterwards. */
 void host_plugin_lib_close(host_plugin_lib *lib);
 
-/* Checks an ABI header: magic, major == SC_ABI_MAJOR, minor <=
- * SC_ABI_MINOR, size >= min_size (the struct's v1.0 size). `what` names
- * the struct in the message ("model plugin", "hook table"). */
-sc_status host_abi_check(const sc_abi_header *abi, const char *what, size_t min_size);
+/* The least abi.size of `which` built for `minor` (at most SC_ABI_MINOR):
+ * the end of the last field that minor defines; 0 when the struct came in
+ * a later minor. */
+size_t host_abi_size(host_abi_struct which, unsigned minor);
+
+/* Checks an ABI header as a host speaking 1.host_minor does: magic, major
+ * == SC_ABI_MAJOR, minor <= host_minor, a struct that minor has, and size
+ * >= host_abi_size(which, minor). The message names the struct ("model
+ * plugin", "hook table"), and for a short one the minor and both sizes. */
+sc_status host_abi_check_as(const sc_abi_header *abi, host_abi_struct which, unsigned host_minor);
+/* host_abi_check_as for this host, which speaks SC_ABI_MINOR. */
+sc_status host_abi_check(const sc_abi_header *abi, host_abi_struct which);
+
+/* What plugins learn from sc_host() while a run on `device` opens its
+ * dataset and creates its network. */
+sc_host_info host_plugin_host_info(sc_device_kind device);
 
 #endif

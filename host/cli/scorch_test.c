@@ -1,6 +1,6 @@
 /* scorch-test: evaluates a checkpoint on a split; for a classifier it
  * writes per-sample predictions with their top-k classes, the confusion
- * matrix and per-class accuracy (host/predictions.h). */
+ * matrix and per-class accuracy (host/run/predictions.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +12,8 @@
 #include "run/predictions.h"
 #include "observe/run_log.h"
 #include "run/session.h"
+#include "scorch_host/context.h"
+#include "scorch_host/ema.h"
 
 enum { EXIT_USAGE = 2 };
 
@@ -60,7 +62,7 @@ static sc_status write_reports(const host_config *cfg, const host_predictions *p
 {
     if (cfg->predictions[0] && !cfg->quiet)
         printf("predictions: %s (%lld rows, top-%d)\n", cfg->predictions,
-               (long long)pred->rows, cfg->topk);
+               (long long)pred->rows, pred->topk);
     if (cfg->confusion[0]) {
         SC_TRY(host_predictions_write_confusion(pred, cfg->confusion));
         if (!cfg->quiet)

@@ -1,40 +1,16 @@
 /* scorch-train: trains a model plugin on a dataset plugin. */
-#include <signal.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "base/config.h"
 #include "base/crash.h"
+#include "control/signals.h"
 #include "dist/dist.h"
+#include "dist/launch.h"
 #include "run/lr_find.h"
 #include "run/model_summary.h"
 #include "run/trainer.h"
 
 enum { EXIT_USAGE = 2 };
-
-/* First SIGINT/SIGTERM: stop after the batch with a checkpoint. A second
- * one falls through to the default action and ends the process at once. */
-static void on_stop_signal(int sig)
-{
-    host_trainer_stop_signal = 1;
-    signal(sig, SIG_DFL);
-}
-
-/* SIGUSR1: a checkpoint after the current batch; training goes on. */
-static void on_save_signal(int sig) { host_trainer_save_signal = 1; }
-
-static void install_signal_handlers(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sa.sa_handler = on_save_signal;
-    sa.sa_flags = SA_RESTART; /* the run goes on: no call should fail with EINTR */
-    sigaction(SIGUSR1, &sa, NULL);
-}
 
 static void report_failure(const host_trainer *trainer)
 {
@@ -42,7 +18,7 @@ static void report_failure(const host_trainer *trainer)
     char last[HOST_PATH_MAX];
     if (host_trainer_last_checkpoint(trainer, last, sizeof last))
         fprintf(stderr, "%sscorch-train: no checkpoint was written after the failure; "
-                        "%s is the last good one\n", host_dist_log_prefix(), last);
+                        "%s is the last good one\n", host_log_prefix(), last);
 }
 
 /* --summary: the model's table, and no training. */
@@ -116,14 +92,14 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     char program[64]; /* a rank's crash report says which rank it is */
-    snprintf(program, sizeof program, "%sscorch-train", host_dist_log_prefix());
+    snprintf(program, sizeof program, "%sscorch-train", host_log_prefix());
     host_crash_install(program);
     if (cfg.summary)
         return print_summary(&cfg);
     int replicas = replica_count(&cfg);
     if (replicas == 0)
         return 1;
-    install_signal_handlers();
+    host_signals_install();
     if (cfg.lr_find)
         return find_lr(&cfg, replicas);
     if (replicas == 1)

@@ -20,6 +20,7 @@
 
 #include "base/config.h"
 #include "base/crash.h"
+#include "control/signals.h"
 #include "scorch/args.h"
 
 enum {
@@ -501,8 +502,9 @@ static sc_status listen_on(host_control *ctl, const char *run_dir)
     return SC_OK;
 }
 
-/* Starts the thread with the stop and save signals blocked, so that they
- * reach the training thread, whose handlers they are meant for. */
+/* Starts the thread with the stop and save signals blocked (signals.h),
+ * so that they reach the training thread, whose handlers they are meant
+ * for. */
 static sc_status start_thread(host_control *ctl)
 {
     if (pipe(ctl->wake) != 0)
@@ -511,9 +513,7 @@ static sc_status start_thread(host_control *ctl)
     fcntl(ctl->wake[1], F_SETFD, FD_CLOEXEC);
     sigset_t block, old;
     sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGUSR1);
+    host_signals_add_to(&block);
     pthread_sigmask(SIG_BLOCK, &block, &old);
     int err = pthread_create(&ctl->thread, NULL, serve, ctl);
     pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -9,6 +9,7 @@
 #include "base/config.h"
 #include "base/crash.h"
 #include "base/plugin_loader.h"
+#include "control/registry.h"
 #include "scorch/args.h"
 
 const char *const host_hook_points[] = {
@@ -26,6 +27,7 @@ typedef struct hook_entry {
     sc_hook hook;        /* name and point point into the plugin */
     const char *plugin;  /* owned by the set */
     const sc_args *args; /* the plugin's (ctx->args) */
+    bool legacy_actions; /* its table's minor had actions without a header */
 } hook_entry;
 
 typedef struct point_hooks {
@@ -36,8 +38,7 @@ typedef struct point_hooks {
 struct host_hook_set {
     hook_entry *all; /* in add order */
     int n, cap;
-    char **plugins; /* one copy of each added table's plugin name */
-    int n_plugins;
+    host_plugin_names plugins; /* the entries' plugin names */
     point_hooks points[N_POINTS];
     const hook_entry *running; /* the hook being called, or NULL */
 };
@@ -62,9 +63,7 @@ void host_hook_set_free(host_hook_set *set)
         return;
     for (int p = 0; p < N_POINTS; p++)
         free(set->points[p].hooks);
-    for (int i = 0; i < set->n_plugins; i++)
-        free(set->plugins[i]);
-    free(set->plugins);
+    host_plugin_names_free(&set->plugins);
     free(set->all);
     free(set);
 }
@@ -73,17 +72,10 @@ int host_hook_set_count(const host_hook_set *set) { return set->n; }
 
 static sc_status unknown_point(const sc_hook *h)
 {
-    const char *near = sc_args_suggest(h->point, host_hook_points, N_POINTS);
-    if (near)
-        return sc_error_set(SC_ERR_PLUGIN, "hook '%s' uses unknown point '%s' (did you mean '%s'?)",
-                            h->name, h->point, near);
-    char known[256] = "";
-    for (int p = 0; p < N_POINTS; p++) {
-        size_t used = strlen(known);
-        snprintf(known + used, sizeof known - used, "%s%s", p ? ", " : "", host_hook_points[p]);
-    }
-    return sc_error_set(SC_ERR_PLUGIN, "hook '%s' uses unknown point '%s' (known points: %s)",
-                        h->name, h->point, known);
+    char hint[256];
+    return sc_error_set(SC_ERR_PLUGIN, "hook '%s' uses unknown point '%s' (%s)", h->name, h->point,
+                        host_name_hint(h->point, host_hook_points, N_POINTS, "known points", hint,
+                                       sizeof hint));
 }
 
 static const hook_entry *find_name(const host_hook_set *set, const char *name)
@@ -135,11 +127,9 @@ static sc_status check_table(const host_hook_set *set, const sc_hook_table *tabl
 {
     if (!table)
         return sc_error_set(SC_ERR_INVALID, "no hook table");
-    SC_TRY(host_abi_check(&table->abi, "hook table",
-                        offsetof(sc_hook_table, hooks) + sizeof table->hooks));
-    if (table->n_hooks < 0 || (table->n_hooks > 0 && !table->hooks))
-        return sc_error_set(SC_ERR_PLUGIN, "hook table has n_hooks %d and hooks %s",
-                            table->n_hooks, table->hooks ? "set" : "NULL");
+    SC_TRY(host_abi_check(&table->abi, HOST_ABI_HOOKS));
+    SC_TRY(host_table_check_entries("hook table", "n_hooks", table->n_hooks, "hooks",
+                                    table->hooks));
     for (int i = 0; i < table->n_hooks; i++)
         SC_TRY(check_hook(set, table, i));
     return SC_OK;
@@ -187,7 +177,7 @@ static sc_status rebuild_points(host_hook_set *set)
     return SC_OK;
 }
 
-/* Makes room for n more hooks and one more plugin name. */
+/* Makes room for n more hooks. */
 static sc_status reserve(host_hook_set *set, int n)
 {
     if (set->n + n > set->cap) {
@@ -200,10 +190,6 @@ static sc_status reserve(host_hook_set *set, int n)
         set->all = all;
         set->cap = cap;
     }
-    char **plugins = realloc(set->plugins, (size_t)(set->n_plugins + 1) * sizeof *plugins);
-    if (!plugins)
-        return sc_error_set(SC_ERR_NOMEM, "out of memory for hooks");
-    set->plugins = plugins;
     return SC_OK;
 }
 
@@ -211,20 +197,16 @@ static sc_status append_table(host_hook_set *set, const sc_hook_table *table, co
                               const sc_args *args)
 {
     SC_TRY(reserve(set, table->n_hooks));
-    char *name = strdup(plugin);
-    if (!name)
-        return sc_error_set(SC_ERR_NOMEM, "out of memory for hooks");
+    const char *name;
+    SC_TRY(host_plugin_names_keep(&set->plugins, plugin, &name));
     int first = set->n;
     for (int i = 0; i < table->n_hooks; i++)
-        set->all[set->n++] = (hook_entry){table->hooks[i], name, args};
+        set->all[set->n++] = (hook_entry){table->hooks[i], name, args,
+                                          !host_abi_size(HOST_ABI_HOOK_ACTIONS, table->abi.minor)};
     sc_status st = rebuild_points(set);
-    if (st != SC_OK) {
-        set->n = first;
-        free(name);
-        return st;
-    }
-    set->plugins[set->n_plugins++] = name;
-    return SC_OK;
+    if (st != SC_OK)
+        set->n = first; /* the name stays kept, unused, until the set is freed */
+    return st;
 }
 
 sc_status host_hook_set_add(host_hook_set *set, const sc_hook_table *table, const char *plugin,
@@ -236,8 +218,21 @@ sc_status host_hook_set_add(host_hook_set *set, const sc_hook_table *table, cons
     return st == SC_OK ? SC_OK : sc_error_wrap(st, "%s", plugin);
 }
 
+/* Tables built for 1.0 to 1.2 were compiled against an sc_hook_actions
+ * that began at `host`, without the header. The fields from `host` on keep
+ * that layout, so from there on the struct is what such a hook expects. */
+_Static_assert(offsetof(sc_hook_actions, log_image) - offsetof(sc_hook_actions, host) ==
+                   8 * sizeof(void *),
+               "the actions after the header keep their 1.2 layout");
+
+static const sc_hook_actions *legacy_view(const sc_hook_actions *actions)
+{
+    return (const sc_hook_actions *)(const void *)&actions->host;
+}
+
 /* Calls each hook of point with its own copy of ctx, naming it (and
- * carrying its blob, when blobs are given). */
+ * carrying its blob, when blobs are given), once the actions' header is
+ * checked. */
 static sc_status run_point(host_hook_set *set, const char *point, const sc_hook_context *ctx,
                            const sc_hook_actions *actions, const host_hook_blobs *blobs)
 {
@@ -245,6 +240,8 @@ static sc_status run_point(host_hook_set *set, const char *point, const sc_hook_
     if (p < 0)
         return sc_error_set(SC_ERR_INVALID, "unknown hook point '%s'", point);
     const point_hooks *ph = &set->points[p];
+    if (ph->n && host_abi_check(&actions->abi, HOST_ABI_HOOK_ACTIONS) != SC_OK)
+        return sc_error_wrap(SC_ERR_STATE, "the actions given to the hooks at %s", point);
     for (int i = 0; i < ph->n; i++) {
         const hook_entry *e = &ph->hooks[i];
         sc_hook_context own = *ctx;
@@ -258,7 +255,7 @@ static sc_status run_point(host_hook_set *set, const char *point, const sc_hook_
         host_plugin_call call = {.plugin = e->plugin, .function = "hook", .name = e->hook.name,
                                .point = point};
         const host_plugin_call *outer = host_plugin_call_enter(&call);
-        sc_status st = e->hook.fn(&own, actions);
+        sc_status st = e->hook.fn(&own, e->legacy_actions ? legacy_view(actions) : actions);
         host_plugin_call_leave(outer);
         set->running = NULL;
         if (st != SC_OK)

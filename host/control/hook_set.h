@@ -38,7 +38,10 @@ int host_hook_set_count(const host_hook_set *set);
 /* Whether some hook runs at point ("after_backward"). */
 bool host_hook_set_has(const host_hook_set *set, const char *point);
 
-/* Runs every hook registered for point (a known hook point name). */
+/* Runs every hook registered for point (a known hook point name). The
+ * actions must carry SC_ABI_HEADER(sc_hook_actions), else no hook runs and
+ * the error names the point; a hook of a table built for 1.0 to 1.2 gets
+ * them as it was compiled to read them, without the header. */
 sc_status host_hook_set_run(host_hook_set *set, const char *point, const sc_hook_context *ctx,
                           const sc_hook_actions *actions);
 

@@ -1,13 +1,13 @@
 /* user_funcs.c — a flat list of (function, plugin) in add order. */
 #include "control/user_funcs.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/config.h"
 #include "base/crash.h"
 #include "base/plugin_loader.h"
+#include "control/registry.h"
 #include "scorch/args.h"
 
 typedef struct func_entry {
@@ -18,8 +18,7 @@ typedef struct func_entry {
 struct host_user_funcs {
     func_entry *all;
     int n;
-    char **plugins; /* one copy of each added table's plugin name */
-    int n_plugins;
+    host_plugin_names plugins; /* the entries' plugin names */
 };
 
 sc_status host_user_funcs_new(host_user_funcs **out)
@@ -32,9 +31,7 @@ void host_user_funcs_free(host_user_funcs *funcs)
 {
     if (!funcs)
         return;
-    for (int i = 0; i < funcs->n_plugins; i++)
-        free(funcs->plugins[i]);
-    free(funcs->plugins);
+    host_plugin_names_free(&funcs->plugins);
     free(funcs->all);
     free(funcs);
 }
@@ -73,11 +70,9 @@ static sc_status check_func(const host_user_funcs *funcs, const sc_user_func_tab
 
 static sc_status check_table(const host_user_funcs *funcs, const sc_user_func_table *table)
 {
-    SC_TRY(host_abi_check(&table->abi, "user function table",
-                        offsetof(sc_user_func_table, funcs) + sizeof table->funcs));
-    if (table->n_funcs < 0 || (table->n_funcs > 0 && !table->funcs))
-        return sc_error_set(SC_ERR_PLUGIN, "user function table has n_funcs %d and funcs %s",
-                            table->n_funcs, table->funcs ? "set" : "NULL");
+    SC_TRY(host_abi_check(&table->abi, HOST_ABI_USER_FUNCS));
+    SC_TRY(host_table_check_entries("user function table", "n_funcs", table->n_funcs, "funcs",
+                                    table->funcs));
     for (int i = 0; i < table->n_funcs; i++)
         SC_TRY(check_func(funcs, table, i));
     return SC_OK;
@@ -90,14 +85,8 @@ static sc_status append_table(host_user_funcs *funcs, const sc_user_func_table *
     if (!all)
         return sc_error_set(SC_ERR_NOMEM, "out of memory for the user functions");
     funcs->all = all;
-    char **plugins = realloc(funcs->plugins, (size_t)(funcs->n_plugins + 1) * sizeof *plugins);
-    if (!plugins)
-        return sc_error_set(SC_ERR_NOMEM, "out of memory for the user functions");
-    funcs->plugins = plugins;
-    char *name = strdup(plugin);
-    if (!name)
-        return sc_error_set(SC_ERR_NOMEM, "out of memory for the user functions");
-    funcs->plugins[funcs->n_plugins++] = name;
+    const char *name;
+    SC_TRY(host_plugin_names_keep(&funcs->plugins, plugin, &name));
     for (int i = 0; i < table->n_funcs; i++)
         funcs->all[funcs->n++] = (func_entry){table->funcs[i], name};
     return SC_OK;
@@ -118,19 +107,12 @@ static sc_status unknown_function(const host_user_funcs *funcs, const char *name
         return sc_error_set(SC_ERR_INVALID,
                             "no user function '%s': the run's plugins export none", name);
     const char *names[64];
-    char known[512] = "";
     int n = 0;
-    for (int i = 0; i < funcs->n && n < 64; i++) {
-        names[n++] = funcs->all[i].func.name;
-        size_t used = strlen(known);
-        snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
-                 funcs->all[i].func.name);
-    }
-    const char *near = sc_args_suggest(name, names, n);
-    if (near)
-        return sc_error_set(SC_ERR_INVALID, "no user function '%s' (did you mean '%s'?)", name,
-                            near);
-    return sc_error_set(SC_ERR_INVALID, "no user function '%s' (the run has: %s)", name, known);
+    for (; n < funcs->n && n < 64; n++)
+        names[n] = funcs->all[n].func.name;
+    char hint[512];
+    return sc_error_set(SC_ERR_INVALID, "no user function '%s' (%s)", name,
+                        host_name_hint(name, names, n, "the run has", hint, sizeof hint));
 }
 
 sc_status host_user_funcs_call(const host_user_funcs *funcs, const char *name, const char *args,

@@ -1,12 +1,12 @@
-/* dist_comm.c — what every transport (dist_comm.h) waits with. */
+/* comm.c — what every transport (comm.h) waits with. */
 #include "dist/comm.h"
 
 #include <sched.h>
 #include <stdio.h>
 #include <time.h>
 
-#include "dist/dist.h"
-#include "observe/run_log.h"
+#include "base/clock.h"
+#include "dist/launch.h"
 
 enum { NAP_NS = 200000 };
 
@@ -14,8 +14,8 @@ enum { NAP_NS = 200000 };
  * something else (rank 0 writing a checkpoint): naps from then on. */
 static const double YIELD_S = 0.05;
 
-void host_comm_wait(const host_comm_ops *ops, host_comm *c, double timeout_s, bool (*test)(void *),
-                  void *arg, const char *what)
+void host_comm_wait(const host_comm_ops *ops, host_comm *c, double timeout_s,
+                    bool (*test)(void *), void *arg, const char *what)
 {
     double start = host_now();
     const struct timespec nap = {0, NAP_NS};
@@ -26,7 +26,7 @@ void host_comm_wait(const host_comm_ops *ops, host_comm *c, double timeout_s, bo
                     "%sscorch-train: %s did not complete within %g s: another rank died, "
                     "hangs or fell that far behind (its own output says which; "
                     "--collective-timeout sets the limit); aborting the job\n",
-                    host_dist_log_prefix(), what, timeout_s);
+                    host_log_prefix(), what, timeout_s);
             fflush(stderr);
             ops->abort_job(c);
         }

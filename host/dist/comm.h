@@ -1,6 +1,7 @@
-/* dist_comm.h — the transports under dist.c (private to it and to
- * dist_threads.c): collectives over every rank of the job, each waited for
- * with a deadline.
+/* comm.h — the transports under the data-parallel layer (dist.h, private
+ * to dist/): collectives over every rank of the job, each waited for with
+ * a deadline. Transports know nothing of the layer above them; they name
+ * their rank in messages through launch.h.
  *
  * Two planes. The control plane (max_ints, broadcast, allgather) moves a
  * few bytes of host memory: status checks, start-up state, metric sums.
@@ -8,11 +9,11 @@
  * place and lets the caller overlap that with backward.
  *
  * Three transports:
- *   MPI      (dist_mpi.c)     ranks are processes started by mpirun or srun;
- *   threads  (dist_threads.c) ranks are threads of one process, replicas
+ *   MPI      (comm_mpi.c)     ranks are processes started by mpirun or srun;
+ *   threads  (comm_threads.c) ranks are threads of one process, replicas
  *                             (--replicas, --device parallel): collectives
  *                             in shared memory;
- *   NCCL     (dist_nccl.c)    for GPU ranks of either kind: the data plane
+ *   NCCL     (comm_nccl.c)    for GPU ranks of either kind: the data plane
  *                             in GPU memory on NCCL's own stream
  *                             (bootstrapped with ncclGetUniqueId on rank 0
  *                             and a control-plane broadcast), the control
@@ -72,9 +73,9 @@ typedef struct host_comm_ops {
 
 /* Polls test(arg) until it is true: yielding the core between tests, then
  * napping. Past timeout_s it says that `what` did not complete and ends
- * the job through ops->abort_job(c). (dist_comm.c) */
-void host_comm_wait(const host_comm_ops *ops, host_comm *c, double timeout_s, bool (*test)(void *),
-                  void *arg, const char *what);
+ * the job through ops->abort_job(c). (comm.c) */
+void host_comm_wait(const host_comm_ops *ops, host_comm *c, double timeout_s,
+                    bool (*test)(void *), void *arg, const char *what);
 
 #if SC_HAVE_MPI
 /* Joins the job (MPI_Init_thread) and describes this rank in it. The
@@ -90,7 +91,7 @@ typedef struct host_comm_team host_comm_team;
 sc_status host_comm_team_new(int world, double timeout_s, host_comm_team **out);
 void host_comm_team_free(host_comm_team *team);
 sc_status host_comm_threads_join(host_comm_team *team, int rank, host_comm **out,
-                               host_comm_info *info);
+                                 host_comm_info *info);
 extern const host_comm_ops host_comm_threads;
 
 #if SC_HAVE_NCCL
@@ -101,8 +102,9 @@ extern const host_comm_ops host_comm_threads;
  * starts after the kernels queued there when sum_start is called, and the
  * kernels queued there after sum_wait run after its sum. */
 extern const host_comm_ops host_comm_nccl;
-sc_status host_comm_nccl_wrap(const host_comm_ops *ctl_ops, host_comm *ctl, const host_comm_info *info,
-                            double timeout_s, int device, void *compute, host_comm **out);
+sc_status host_comm_nccl_wrap(const host_comm_ops *ctl_ops, host_comm *ctl,
+                              const host_comm_info *info, double timeout_s, int device,
+                              void *compute, host_comm **out);
 #endif
 
 #endif

@@ -1,4 +1,4 @@
-/* dist_mpi.c — the Open MPI transport (dist_comm.h): every collective is
+/* comm_mpi.c — the Open MPI transport (comm.h): every collective is
  * non-blocking and polled with MPI_Test until it completes or its deadline
  * passes, so a dead or hung rank ends the job with a message instead of a
  * silent hang. Control-plane collectives and gradient sums run on two
@@ -134,7 +134,7 @@ static sc_status mpi_buckets(host_comm *c, int n)
     return SC_OK;
 }
 
-/* dist.c keeps each bucket under INT_MAX floats. */
+/* buckets.c keeps each bucket under INT_MAX floats. */
 static void mpi_sum_start(host_comm *c, int bucket, float *data, int64_t n)
 {
     MPI_Iallreduce(MPI_IN_PLACE, data, (int)n, MPI_FLOAT, MPI_SUM, c->grads,

@@ -1,10 +1,10 @@
-/* dist_nccl.c — the transport of GPU ranks (dist_comm.h): gradient
+/* comm_nccl.c — the transport of GPU ranks (comm.h): gradient
  * buckets summed in GPU memory by NCCL on a stream of its own, so the sums
  * overlap the rest of backward; checks, broadcasts and gathers of host
  * bytes go through the transport it wraps (MPI for ranks that are
  * processes, threads for replicas).
  *
- * Ordering: when dist.c starts a bucket (backward has queued the last
+ * Ordering: when the data-parallel layer starts a bucket (backward has queued the last
  * kernel writing it), an event recorded on the compute stream makes the
  * NCCL stream wait for those kernels; when it waits for a bucket, the host
  * polls the bucket's completion event against the deadline, and the
@@ -31,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "dist/launch.h"
+
 struct host_comm {
     const host_comm_ops *ctl_ops; /* the control plane */
     host_comm *ctl;
@@ -41,8 +43,6 @@ struct host_comm {
     int n_buckets;
     cudaEvent_t *ready, *done; /* per bucket: gradients queued; sum complete */
 };
-
-#include "dist/dist.h"
 
 static sc_status nccl_failed(ncclResult_t r, const char *call)
 {
@@ -158,8 +158,9 @@ static sc_status join(host_comm *c, const host_comm_info *info, int device)
     return SC_OK;
 }
 
-sc_status host_comm_nccl_wrap(const host_comm_ops *ctl_ops, host_comm *ctl, const host_comm_info *info,
-                            double timeout_s, int device, void *compute, host_comm **out)
+sc_status host_comm_nccl_wrap(const host_comm_ops *ctl_ops, host_comm *ctl,
+                              const host_comm_info *info, double timeout_s, int device,
+                              void *compute, host_comm **out)
 {
     *out = NULL;
     host_comm *c = calloc(1, sizeof *c);
@@ -223,7 +224,7 @@ static void nccl_abort_job(host_comm *c)
  * like a missed deadline, it ends the job. */
 static void broken(host_comm *c, const char *what)
 {
-    fprintf(stderr, "%sscorch-train: %s failed: %s; aborting the job\n", host_dist_log_prefix(),
+    fprintf(stderr, "%sscorch-train: %s failed: %s; aborting the job\n", host_log_prefix(),
             what, sc_error_message());
     fflush(stderr);
     nccl_abort_job(c);

@@ -1,6 +1,6 @@
-/* dist_threads.c — the transport of replicas (dist_comm.h): the ranks are
+/* comm_threads.c — the transport of replicas (comm.h): the ranks are
  * threads of this process, and their collectives meet in shared memory.
- * Also the threads themselves (host_dist_run_replicas, dist.h).
+ * The threads themselves are replicas.c's.
  *
  * Every wait is on a counter that only grows, so nothing is ever reset
  * between rounds: a rank knows from its own count of rounds how far the
@@ -26,8 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/crash.h"
-#include "dist/dist.h"
+#include "dist/launch.h"
 
 /* A bucket as the team sees it. */
 typedef struct team_bucket {
@@ -97,7 +96,8 @@ void host_comm_team_free(host_comm_team *team)
     free(team);
 }
 
-sc_status host_comm_threads_join(host_comm_team *team, int rank, host_comm **out, host_comm_info *info)
+sc_status host_comm_threads_join(host_comm_team *team, int rank, host_comm **out,
+                                 host_comm_info *info)
 {
     *out = calloc(1, sizeof **out);
     if (!*out)
@@ -105,7 +105,7 @@ sc_status host_comm_threads_join(host_comm_team *team, int rank, host_comm **out
     (*out)->team = team;
     (*out)->rank = rank;
     *info = (host_comm_info){.rank = rank, .world = team->world, .local_rank = rank,
-                           .local_size = team->world, .nodes = 1};
+                             .local_size = team->world, .nodes = 1};
     return SC_OK;
 }
 
@@ -125,7 +125,7 @@ static void threads_abort_job(host_comm *c)
 {
     for (int r = 0; c && r < c->team->world; r++)
         if (atomic_load_explicit(&c->team->reached[r], memory_order_acquire) < c->barriers)
-            fprintf(stderr, "%sscorch-train: rank %d never came to it\n", host_dist_log_prefix(),
+            fprintf(stderr, "%sscorch-train: rank %d never came to it\n", host_log_prefix(),
                     r);
     fflush(stderr);
     _exit(1);
@@ -304,64 +304,3 @@ const host_comm_ops host_comm_threads = {
     .sum_test = threads_sum_test,
     .sum_wait = threads_sum_wait,
 };
-
-/* ---- the replicas' threads ---- */
-
-typedef struct replica {
-    pthread_t thread;
-    host_dist_seat seat;
-    int (*body)(const host_dist_seat *seat, void *arg);
-    void *arg;
-    int exit_code;
-} replica;
-
-/* A failure outranks a stop on a signal, which outranks success. */
-static int worse_exit(int a, int b)
-{
-    if (a == 0 || (a == HOST_EXIT_INTERRUPTED && b != 0))
-        return b;
-    return a;
-}
-
-/* A replica trains, calling plugins: it has an alternate signal stack of
- * its own, so that a stack overflow there is still reported (crash.h). */
-static void *replica_main(void *arg)
-{
-    replica *r = arg;
-    host_crash_thread_begin();
-    r->exit_code = r->body(&r->seat, r->arg);
-    host_crash_thread_end();
-    return NULL;
-}
-
-int host_dist_run_replicas(int replicas, double timeout_s,
-                         int (*body)(const host_dist_seat *seat, void *arg), void *arg)
-{
-    host_comm_team *team = NULL;
-    replica *rs = calloc((size_t)replicas, sizeof *rs);
-    if (!rs || host_comm_team_new(replicas, timeout_s, &team) != SC_OK) {
-        fprintf(stderr, "scorch-train: out of memory for %d replicas\n", replicas);
-        free(rs);
-        return 1;
-    }
-    int started = 0, worst = 0;
-    for (; started < replicas; started++) {
-        replica *r = &rs[started];
-        *r = (replica){.seat = {team, started}, .body = body, .arg = arg};
-        if (pthread_create(&r->thread, NULL, replica_main, r) != 0)
-            break;
-    }
-    if (started < replicas) {
-        /* The started ones would wait for the rest until the deadline. */
-        fprintf(stderr, "scorch-train: cannot start the thread of replica %d of %d\n", started,
-                replicas);
-        threads_abort_job(NULL);
-    }
-    for (int i = 0; i < replicas; i++) {
-        pthread_join(rs[i].thread, NULL);
-        worst = worse_exit(worst, rs[i].exit_code);
-    }
-    host_comm_team_free(team);
-    free(rs);
-    return worst;
-}

@@ -22,21 +22,27 @@
  * --collective-timeout (a rank died or hangs) aborts the job with a
  * message naming the collective.
  *
+ * This layer knows parameters, optimizer state, metrics and bytes; what
+ * needs the session, the trainer's state or the hooks' blobs is built on
+ * it in run/dist_start.h. The transports under it are behind comm.h; the
+ * launcher's environment and the "[rank R] " of messages in launch.h.
+ *
  * Thread rule: a rank's training thread calls everything here for its
- * rank, except host_dist_log_prefix and host_dist_print_error, which may also
- * be called after its trainer is gone; what they know is per thread.
+ * rank, except host_dist_print_error, which may also be called after its
+ * trainer is gone; what it knows is per thread.
  */
 #ifndef SCORCH_HOST_DIST_H
 #define SCORCH_HOST_DIST_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "run/checkpoint.h"
 #include "base/config.h"
-#include "control/hook_set.h"
-#include "observe/run_log.h"
-#include "run/session.h"
+#include "scorch/context.h"
+#include "scorch/metrics.h"
+#include "scorch/optim.h"
+#include "scorch/params.h"
 
 typedef struct host_dist host_dist;
 
@@ -45,7 +51,7 @@ enum { HOST_EXIT_INTERRUPTED = 130 };
 
 /* ---- replicas: ranks that are threads of this process ---- */
 
-/* A replica's place: its rank in a team of threads (dist_comm.h). */
+/* A replica's place: its rank in a team of threads (comm.h). */
 typedef struct host_dist_seat {
     struct host_comm_team *team;
     int rank;
@@ -60,14 +66,14 @@ typedef struct host_dist_seat {
  * distributed_dataparallel, or replicas in a process a launcher started
  * (one device per MPI rank). */
 sc_status host_dist_replicas(const host_config *cfg, const char *device, const char *source,
-                           int *replicas);
+                             int *replicas);
 
 /* Runs body on `replicas` threads, each a rank of one job over the threads
  * transport with its collectives' deadline timeout_s, and returns when all
  * have ended: the worst of their exit codes (0, 1 for a failure or
  * HOST_EXIT_INTERRUPTED; a failure outranks a stop). */
 int host_dist_run_replicas(int replicas, double timeout_s,
-                         int (*body)(const host_dist_seat *seat, void *arg), void *arg);
+                           int (*body)(const host_dist_seat *seat, void *arg), void *arg);
 
 /* ---- the job ---- */
 
@@ -125,39 +131,31 @@ sc_status host_dist_step_begin(host_dist *d, bool *stop, bool *interrupted);
  * so that every rank serves what was asked of any. */
 sc_status host_dist_agree_bits(host_dist *d, unsigned *bits);
 
-/* ---- start-up ---- */
+/* ---- start-up: rank 0's state to every rank ---- */
 
-/* Collective: the ranks compare the plugin ABIs, the dataset's split
- * lengths, the resolved options (all but the per-node ones: plugin and
- * data paths, run directory, resume, threads, workers, prefetch, quiet,
- * collective-timeout) and the parameters' names, shapes and trainability.
- * A difference stops every rank, naming the rank and the first line that
- * differs from rank 0's. */
-sc_status host_dist_verify(host_dist *d, const host_session *s, const host_config *cfg);
+/* Collective: lays out the gradient buckets over `params` (on a GPU, over
+ * NCCL), then rank 0's parameters and buffers (fresh or resumed) and its
+ * optimizer state to every rank. Called in a single process too (no
+ * communication). */
+sc_status host_dist_start(host_dist *d, sc_ctx *ctx, sc_params *params, sc_optim *opt);
 
-/* Collective: rank 0's parameters and buffers (fresh or resumed), its
- * optimizer state and its trainer state to every rank; then lays out the
- * gradient buckets. Called in a single process too (no communication). */
-sc_status host_dist_start(host_dist *d, sc_ctx *ctx, sc_params *params, sc_optim *opt,
-                        host_train_state *state);
+/* Collective: a check, then rank 0's `bytes` bytes at `data` into every
+ * rank's `data` (of the same size on every rank), `what` naming it in a
+ * failure. */
+sc_status host_dist_share(host_dist *d, void *data, size_t bytes, const char *what);
 
-/* Collective: rank 0's hook blobs (the hooks' checkpoint state, which
- * rank 0 alone read on resume) to every rank. */
-sc_status host_dist_share_blobs(host_dist *d, host_hook_blobs *blobs);
+/* Collective: a copy of rank 0's `size` bytes at `mine` on every rank,
+ * NUL-terminated, in *copy of *copy_size bytes (the caller frees it, after
+ * an error too). The other ranks need not know the size. `local` is this
+ * rank's status so far: a failure on any rank stops every rank before the
+ * bytes move. */
+sc_status host_dist_share_bytes(host_dist *d, sc_status local, const void *mine, size_t size,
+                                char **copy, size_t *copy_size, const char *what);
 
 /* Collective: rank 0's t (on any device) into every rank's t, `what`
  * naming it in a failure (the EMA of the weights, which rank 0 alone read
  * on resume). */
 sc_status host_dist_share_tensor(host_dist *d, sc_tensor *t, const char *what);
-
-/* Rank 0, on resume, before the position is used: a checkpoint saved by
- * another world size has its mid-epoch position (next_batch) converted to
- * this world size by the samples already trained, rounded up to a whole
- * optimizer step (so at most a global step's worth of samples is skipped,
- * none seen twice), and a note says so. `batches` is this epoch's batches
- * per rank. */
-void host_dist_resume_position(const host_dist *d, host_train_state *saved, int64_t batches,
-                             const char *path);
 
 /* ---- a train step ---- */
 
@@ -178,7 +176,7 @@ sc_status host_dist_sum_all(host_dist *d, double *loss_sum, int64_t *samples, sc
  * rank, and the running sums of a half-done epoch gathered into rank 0's
  * (the others' zeroed), so the checkpoint holds the whole job's sums. */
 sc_status host_dist_before_checkpoint(host_dist *d, double *loss_sum, int64_t *samples,
-                                    sc_metrics *metrics);
+                                      sc_metrics *metrics);
 
 /* Collective, before an eval pass: rank 0's buffers (running statistics)
  * to every rank, so all evaluate the same model. */
@@ -187,16 +185,14 @@ sc_status host_dist_sync_buffers(host_dist *d);
 /* Seconds spent in collectives since the last call (0 for one process). */
 double host_dist_take_comm_s(host_dist *d);
 
-/* Rank 0's line about the job; for a single process only a note when
- * --device distributed_dataparallel was given without a launcher. */
-void host_dist_describe(const host_dist *d, const host_config *cfg, host_run_log *log);
+/* Rank 0's line about the job into line[0..size) (HOST_DIST_LINE_MAX
+ * holds it); for a single process only a note when --device
+ * distributed_dataparallel was given without a launcher. False when there
+ * is nothing to say. */
+enum { HOST_DIST_LINE_MAX = 512 };
+bool host_dist_describe(const host_dist *d, const host_config *cfg, char *line, size_t size);
 
 /* ---- reporting ---- */
-
-/* "[rank R] " in a job of several ranks (known from the launcher's
- * environment even before MPI starts, and set for a replica's thread when
- * it joins), else "". */
-const char *host_dist_log_prefix(void);
 
 /* Prints "<prefix><program>: <this thread's error message>" to stderr,
  * unless another rank reports this failure (rank 0 reports every failure;

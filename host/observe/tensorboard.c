@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/config.h"
 #include "observe/png_image.h"
 #include "observe/tfrecord.h"
@@ -338,16 +339,43 @@ static void add_phase_scalar(host_tb_writer *w, const host_phase_result *r, cons
     host_tb_add_scalar(w, tag, r->step, value);
 }
 
-void host_tb_log_phase(host_tb_writer *w, const host_phase_result *r)
+/* <phase>/loss, <phase>/<metric> for each metric, <phase>/samples_per_s;
+ * then flushes. */
+static sc_status tb_phase(void *sink, const host_phase_result *r, bool final)
 {
+    (void)final;
+    host_tb_writer *w = sink;
     if (!writer_live(w))
-        return;
+        return SC_OK;
     add_phase_scalar(w, r, "loss", r->loss);
     for (int i = 0; r->metrics && i < sc_metrics_count(r->metrics); i++)
         add_phase_scalar(w, r, sc_metrics_name(r->metrics, i), sc_metrics_value(r->metrics, i));
     if (r->seconds > 0)
         add_phase_scalar(w, r, "samples_per_s", (double)r->samples / r->seconds);
     host_tb_flush(w);
+    return SC_OK;
+}
+
+static sc_status tb_scalar(void *sink, int epoch, int64_t step, const char *tag, double value)
+{
+    (void)epoch;
+    host_tb_add_scalar(sink, tag, step, value);
+    return SC_OK;
+}
+
+static void tb_close(void *sink)
+{
+    host_tb_close(sink);
+}
+
+host_observer host_tb_observer(host_tb_writer *w)
+{
+    static const host_observer_ops ops = {
+        .phase = tb_phase,
+        .scalar = tb_scalar,
+        .close = tb_close,
+    };
+    return (host_observer){&ops, w};
 }
 
 void host_tb_log_step(host_tb_writer *w, int64_t step, double loss, double lr)

@@ -25,7 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "observe/run_log.h"
+#include "observe/observer.h"
 #include "scorch/params.h"
 #include "scorch/tensor.h"
 
@@ -58,9 +58,10 @@ sc_status host_tb_add_image(host_tb_writer *w, const char *tag, int64_t step,
 
 /* ---- what the trainer writes ---- */
 
-/* <phase>/loss, <phase>/<metric> for each metric, <phase>/samples_per_s;
- * then flushes. */
-void host_tb_log_phase(host_tb_writer *w, const host_phase_result *r);
+/* The sink of a run's reports (observer.h) writing to w: for each phase
+ * <phase>/loss, <phase>/<metric> for each metric and <phase>/samples_per_s,
+ * then a flush; a hook's scalar under its tag. Closing it closes w. */
+host_observer host_tb_observer(host_tb_writer *w);
 /* train/loss_step and train/lr; flushes when the last flush is a few
  * seconds old. */
 void host_tb_log_step(host_tb_writer *w, int64_t step, double loss, double lr);

@@ -1,4 +1,6 @@
 #include "run/checkpoint.h"
+#include "scorch_host/ema.h"
+#include "scorch_host/optim.h"
 
 #include <ctype.h>
 #include <errno.h>

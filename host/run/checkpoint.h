@@ -17,7 +17,7 @@
 
 #include "base/config.h"
 #include "control/hook_set.h"
-#include "scorch/ema.h"
+#include "scorch_host/ema.h"
 #include "scorch/scorch.h"
 
 /* The trainer's position and the state that is not a tensor. Plain values

@@ -5,6 +5,7 @@
 
 #include "observe/run_log.h"
 #include "run/step_pipe.h"
+#include "scorch_host/context.h"
 
 sc_status host_loss_check(double value, const char *phase, int epoch, int64_t batch)
 {

@@ -1,5 +1,7 @@
 /* graph_step.c — the train step replayed as a CUDA graph (graph_step.h). */
 #include "run/graph_step.h"
+#include "scorch_host/context.h"
+#include "scorch_host/device.h"
 
 #include <string.h>
 

@@ -26,7 +26,7 @@
 
 #include "observe/run_log.h"
 #include "run/session.h"
-#include "scorch/device.h"
+#include "scorch_host/device.h"
 
 typedef enum host_graph_mode { HOST_GRAPHS_AUTO, HOST_GRAPHS_ON, HOST_GRAPHS_OFF } host_graph_mode;
 

@@ -14,7 +14,7 @@
 #include "run/loader.h"
 
 #include "base/crash.h"
-#include "scorch/device.h"
+#include "scorch_host/device.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -38,7 +38,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "scorch/device.h"
+#include "scorch_host/device.h"
 #include "scorch/plugin.h"
 
 /* The sampler's stream id; its high bit keeps it apart from every sample

@@ -8,8 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control/signals.h"
 #include "observe/plot.h"
 #include "run/trainer_impl.h"
+#include "scorch_host/context.h"
+#include "scorch_host/params.h"
 
 /* Stream id of the test's random stream (scorch/rng.h), per step. */
 enum { RNG_STREAM_LR_FIND = 0x1f1d };
@@ -153,7 +156,7 @@ static sc_status find_pass(host_trainer *t, host_lr_curve *c, bool *going)
         sc_ctx_reset(t->s.ctx);
         host_loader_release(loader, b);
         SC_TRY(st);
-        *going = host_lr_curve_add(c, loss) && !host_trainer_stop_signal;
+        *going = host_lr_curve_add(c, loss) && !host_signals_stop_requested();
     }
     return SC_OK;
 }
@@ -192,7 +195,7 @@ sc_status host_lr_find(host_trainer *t, host_lr_curve *curve, bool *interrupted)
     sc_optim_free(t->opt);
     t->opt = NULL;
     SC_TRY(trainer_make_optimizer(t));
-    *interrupted = host_trainer_stop_signal != 0;
+    *interrupted = host_signals_stop_requested();
     return SC_OK;
 }
 

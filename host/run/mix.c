@@ -1,5 +1,7 @@
 /* mix.c — Mixup and CutMix of train batches (mix.h). */
 #include "run/mix.h"
+#include "scorch_host/context.h"
+#include "scorch_host/device.h"
 
 #include <math.h>
 #include <stdlib.h>

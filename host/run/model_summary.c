@@ -1,6 +1,7 @@
 /* model_summary.c — one forward pass of a zero sample, its tape grouped by
  * layer scope, printed as a table. */
 #include "run/model_summary.h"
+#include "scorch_host/context.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -56,18 +56,22 @@ sc_status host_predictions_open(host_predictions *p, const char *csv_path, int t
     p->topk = topk;
     p->data = data;
     p->index = index;
-    if (!csv_path[0])
-        return SC_OK;
-    if (!(p->csv = fopen(csv_path, "w")))
+    if (csv_path[0] && !(p->csv = fopen(csv_path, "w")))
         return sc_error_set(SC_ERR_IO, "cannot write %s: %s", csv_path, strerror(errno));
+    return SC_OK;
+}
+
+/* The CSV's header, for p->topk predictions a row. */
+static void write_header(host_predictions *p)
+{
     fputs("sample,target,correct", p->csv);
-    for (int k = 1; k <= topk; k++) {
+    for (int k = 1; k <= p->topk; k++) {
         fprintf(p->csv, ",pred_%d,score_%d", k, k);
         if (names_classes(p))
             fprintf(p->csv, ",name_%d", k);
     }
     fputc('\n', p->csv);
-    return SC_OK;
+    p->header_written = true;
 }
 
 /* probs [C] = softmax(logits [C]) */
@@ -117,7 +121,8 @@ static void write_row(host_predictions *p, int64_t sample, int64_t target, const
     fputc('\n', p->csv);
 }
 
-/* Fixes C at the first batch and allocates the confusion counts. */
+/* Fixes C at the first batch, allocates the confusion counts, clamps K
+ * to C and writes the header. */
 static sc_status set_classes(host_predictions *p, int64_t c)
 {
     if (p->classes == c)
@@ -129,6 +134,14 @@ static sc_status set_classes(host_predictions *p, int64_t c)
         return sc_error_set(SC_ERR_NOMEM, "out of memory for a %lld-class confusion matrix",
                             (long long)c);
     p->classes = c;
+    if (!p->csv)
+        return SC_OK;
+    if (p->topk > c) {
+        fprintf(stderr, "note: --topk %d is more than the %lld classes: the predictions list "
+                "the top %lld\n", p->topk, (long long)c, (long long)c);
+        p->topk = (int)c;
+    }
+    write_header(p);
     return SC_OK;
 }
 
@@ -151,14 +164,13 @@ static sc_status add_sample(host_predictions *p, int64_t sample, int64_t target,
         return sc_error_set(SC_ERR_INVALID, "sample %lld: target %lld is not one of the %lld "
                             "classes of output 0", (long long)sample, (long long)target,
                             (long long)c);
-    int k = p->topk < c ? p->topk : (int)c;
-    top_classes(logits, c, target, p->csv ? k : 1, top);
+    top_classes(logits, c, target, p->csv ? p->topk : 1, top);
     p->confusion[target * c + top[0]]++;
     p->correct += top[0] == target;
     p->rows++;
     if (p->csv) {
         softmax_row(logits, c, probs);
-        write_row(p, sample, target, top, k, probs);
+        write_row(p, sample, target, top, p->topk, probs);
     }
     return SC_OK;
 }
@@ -292,6 +304,8 @@ sc_status host_predictions_close(host_predictions *p)
     p->confusion = NULL;
     if (!p->csv)
         return SC_OK;
+    if (!p->header_written) /* no batch: the header alone, as asked */
+        write_header(p);
     bool bad = ferror(p->csv) != 0;
     bad |= fclose(p->csv) != 0;
     p->csv = NULL;

@@ -8,6 +8,9 @@
  *   sample,target,correct,pred_1,score_1,...,pred_K,score_K
  *
  * (a name_k column follows each score_k when the dataset names classes).
+ * K is --topk, or the number of classes C where --topk exceeds it (with a
+ * note on stderr), so every row has the header's columns; the header is
+ * written with the first batch, which tells C.
  * Confusion matrix (--confusion): a header row of predicted classes, then
  * one row per true class with its counts:
  *
@@ -31,7 +34,8 @@
 
 typedef struct host_predictions {
     FILE *csv; /* per-sample rows; NULL when not asked for */
-    int topk;
+    int topk;  /* K: --topk, clamped to C at the first batch */
+    bool header_written;
     const host_dataset_lib *data; /* for class_name, which may be NULL, and its file */
     void *index;
     int64_t classes;    /* C, from the first batch; 0 before it */

@@ -3,7 +3,9 @@
  *   RUN/config.ini          the resolved config
  *   RUN/metrics.jsonl       one JSON object per epoch and phase, and hooks'
  *                           scalars (run_log.h)
- *   RUN/checkpoints/epoch-EEEE-step-SSSSSSSSS.ckpt   the last --keep-last
+ *   RUN/checkpoints/epoch-EEEE-step-SSSSSSSSS.ckpt   the last --keep-last;
+ *                           EEEE the epoch of its last step, SSSSSSSSS the
+ *                           optimizer steps taken (docs/checkpoint-format.md)
  *   RUN/checkpoints/last.ckpt, best.ckpt            hard links (or copies)
  *   RUN/tensorboard/events.out.tfevents.*          TensorBoard (tensorboard.h)
  *
@@ -38,7 +40,8 @@ void host_run_dir_close(host_run_dir *rd);
 /* RUN/<name> into buf. */
 void host_run_dir_file(const host_run_dir *rd, const char *name, char *buf, size_t size);
 
-/* The numbered checkpoint path for (epoch, step). */
+/* The numbered checkpoint path for (epoch, step): the epoch its last
+ * step belongs to, and the steps taken. */
 void host_run_dir_checkpoint(const host_run_dir *rd, int epoch, int64_t step, char *buf,
                            size_t size);
 

@@ -5,10 +5,13 @@
 #include <string.h>
 
 #include "base/crash.h"
+#include "scorch_host/context.h"
+#include "scorch_host/params.h"
+#include "scorch_host/plugin.h"
 
 static sc_status check_spec_match(const host_session *s, sc_split split)
 {
-    sc_sample_spec spec;
+    sc_sample_spec spec = {0}; /* a dataset of an older minor fills less of it */
     HOST_PLUGIN_CALL(s->data.lib.path, "dataset_spec",
                    s->data.api->dataset_spec(s->splits[split], &spec));
     if (memcmp(&spec, &s->spec, sizeof spec) != 0)
@@ -145,7 +148,7 @@ sc_status host_session_device_choice(const host_config *cfg, char *text, size_t 
 
 /* The device of the replica or rank local_rank (device.h) is locked for
  * the run. distributed_dataparallel: CPU ranks under mpirun or srun
- * (host/dist.h) on a machine without GPUs. */
+ * (host/dist/dist.h) on a machine without GPUs. */
 /* Where GPU locks live: SCORCH_DEVICE_LOCK_DIR, else HOST_DEVICE_LOCK_DIR.
  * Tests on the emulated GPU, whose devices are private to each process,
  * give every run a directory of its own. */
@@ -190,6 +193,19 @@ static sc_status place_on_device(host_session *s, const host_config *cfg)
     return sc_params_to_device(s->params, dev);
 }
 
+/* The dataset and the network, made while sc_host() tells the plugins who
+ * is calling. */
+static sc_status open_and_create(host_session *s, const host_config *cfg)
+{
+    sc_host_info host = host_plugin_host_info(s->devices.device.kind);
+    const sc_host_info *outer = sc_host_set_info(&host);
+    sc_status st = open_data(s, cfg);
+    if (st == SC_OK)
+        st = create_network(s, cfg);
+    sc_host_set_info(outer);
+    return st;
+}
+
 sc_status host_session_open(host_session *s, const host_config *cfg, int local_rank)
 {
     memset(s, 0, sizeof *s);
@@ -197,9 +213,7 @@ sc_status host_session_open(host_session *s, const host_config *cfg, int local_r
     if (st == SC_OK)
         st = allocate_device(s, cfg, local_rank);
     if (st == SC_OK)
-        st = open_data(s, cfg);
-    if (st == SC_OK)
-        st = create_network(s, cfg);
+        st = open_and_create(s, cfg);
     if (st == SC_OK)
         st = place_on_device(s, cfg);
     if (st != SC_OK)

@@ -4,10 +4,10 @@
 
 #include <string.h>
 
+#include "control/signals.h"
 #include "observe/run_log.h"
-#include "run/trainer.h"
 
-/* How often a paused run looks at the signal flags. */
+/* How often a paused run looks for a stop signal (signals.h). */
 #define PAUSE_POLL_S 0.1
 
 void host_steer_init(host_steer *s)
@@ -138,8 +138,7 @@ bool host_steer_next(host_steer *s, host_request *out)
     }
     for (;;) {
         *out = (host_request){.client = -1};
-        if (host_trainer_save_signal && !s->save_signal_agreed) {
-            host_trainer_save_signal = 0;
+        if (!s->save_signal_agreed && host_signals_take_save()) {
             out->kind = HOST_REQUEST_SAVE;
             return true;
         }
@@ -148,7 +147,7 @@ bool host_steer_next(host_steer *s, host_request *out)
             s->serving &= s->serving - 1;
             return true;
         }
-        if (host_trainer_stop_signal)
+        if (host_signals_stop_requested())
             break;
         if (next_from_control(s, out))
             return true;

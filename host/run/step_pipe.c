@@ -1,6 +1,7 @@
 /* step_pipe.c — uploads into two buffer sets, results through a ring of
  * pinned slots (step_pipe.h). */
 #include "run/step_pipe.h"
+#include "scorch_host/device.h"
 
 #include <stdlib.h>
 #include <string.h>

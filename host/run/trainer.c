@@ -3,13 +3,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "control/signals.h"
 #include "run/trainer_impl.h"
+#include "scorch_host/context.h"
+#include "scorch_host/ema.h"
+#include "scorch_host/optim.h"
+#include "scorch_host/params.h"
 
 /* Stream ids of the run's random streams (scorch/rng.h). */
 enum { RNG_STREAM_STEP = 0x57e9 };
-
-volatile sig_atomic_t host_trainer_stop_signal;
-volatile sig_atomic_t host_trainer_save_signal;
 
 static sc_status serve_requests(host_trainer *t);
 static sc_status validate_within_epoch(host_trainer *t, bool *saved);
@@ -19,7 +21,10 @@ static sc_status validate_within_epoch(host_trainer *t, bool *saved);
 static sc_status write_checkpoint(host_trainer *t, bool best)
 {
     char path[HOST_PATH_MAX];
-    host_run_dir_checkpoint(&t->rd, t->state.epoch, t->state.step, path, sizeof path);
+    /* Named by the epoch its last step belongs to: at an epoch's end the
+     * state already holds the next epoch, at batch 0. */
+    int epoch = t->state.next_batch ? t->state.epoch : t->state.epoch - 1;
+    host_run_dir_checkpoint(&t->rd, epoch, t->state.step, path, sizeof path);
     /* The hooks hand over their state first: a failing hook writes nothing. */
     host_hook_blobs_clear(&t->hook_blobs);
     SC_TRY(trainer_run_point(t, "checkpoint_save", SC_SPLIT_TRAIN));
@@ -50,7 +55,7 @@ static sc_status save_checkpoint(host_trainer *t, bool best)
 static bool histograms_due(const host_trainer *t, const host_batch *b)
 {
     int every = t->cfg.histogram_every;
-    return t->log.tb && every > 0 && t->state.epoch % every == 0 &&
+    return t->tb && every > 0 && t->state.epoch % every == 0 &&
            b->index + 1 == t->steps_per_epoch;
 }
 
@@ -102,7 +107,7 @@ static sc_status apply_gradients(host_trainer *t, const host_batch *b, const sc_
     if (histograms_due(t, b)) { /* never of the weights a non-finite loss made */
         SC_TRY(loss_now(t, b, loss, &loss_value));
         SC_TRY(trainer_read_params(t));
-        host_tb_log_params(t->log.tb, s->params, t->host_values, t->host_grads,
+        host_tb_log_params(t->tb, s->params, t->host_values, t->host_grads,
                          t->state.step + 1);
     }
     sc_params_zero_grad(s->params);
@@ -168,7 +173,7 @@ static void log_step_loss(host_trainer *t, const host_step_info *step, double lo
     t->step_loss_sum += loss;
     if (!step->closes_step) /* inside an optimizer step */
         return;
-    host_tb_log_step(t->log.tb, step->step, t->step_loss_sum / t->cfg.accumulate, step->lr);
+    host_tb_log_step(t->tb, step->step, t->step_loss_sum / t->cfg.accumulate, step->lr);
     t->step_loss_sum = 0;
 }
 
@@ -562,10 +567,8 @@ static sc_status agree_on_requests(host_trainer *t)
 {
     if (host_dist_world(t->dist) == 1)
         return SC_OK;
-    if (host_trainer_save_signal) {
-        host_trainer_save_signal = 0;
+    if (host_signals_take_save())
         host_steer_raise(&t->steer, HOST_REQUEST_SAVE);
-    }
     return host_dist_agree_bits(t->dist, &t->steer.raised);
 }
 
@@ -576,7 +579,7 @@ static sc_status serve_requests(host_trainer *t)
     host_request r;
     while (host_steer_next(&t->steer, &r))
         SC_TRY(serve_request(t, &r));
-    if (host_trainer_stop_signal)
+    if (host_signals_stop_requested())
         t->interrupted = true;
     /* --max-time: rank 0's clock decides; the ranks agree on the stop */
     if (t->deadline > 0 && host_dist_is_root(t->dist) && host_now() >= t->deadline) {
@@ -622,14 +625,14 @@ bool host_trainer_last_checkpoint(const host_trainer *t, char *path, size_t size
 /* The last line of a run stopped early. */
 static void stop_outcome(const host_trainer *t, char *text, size_t size)
 {
-    if (!host_trainer_stop_signal && t->out_of_time) {
+    if (!host_signals_stop_requested() && t->out_of_time) {
         snprintf(text, size, "stopped at epoch %d, step %lld, as the --max-time budget of %s "
                  "was spent, after writing a checkpoint; continue with --resume (the budget "
                  "starts afresh)", t->state.epoch, (long long)t->state.step, t->cfg.max_time);
         return;
     }
     snprintf(text, size, "stopped by %s at epoch %d, step %lld, after writing a checkpoint; "
-             "continue with --resume", host_trainer_stop_signal ? "a signal" : "scorch-ctl",
+             "continue with --resume", host_signals_stop_requested() ? "a signal" : "scorch-ctl",
              t->state.epoch, (long long)t->state.step);
 }
 
@@ -650,7 +653,7 @@ static sc_status run(host_trainer *t, bool *interrupted)
     }
     if (st != SC_OK)
         return st;
-    *interrupted = t->interrupted && host_trainer_stop_signal; /* not scorch-ctl's stop */
+    *interrupted = t->interrupted && host_signals_stop_requested(); /* not scorch-ctl's stop */
     if (t->interrupted) {
         char outcome[256];
         stop_outcome(t, outcome, sizeof outcome);

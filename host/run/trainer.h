@@ -9,7 +9,6 @@
 #ifndef SCORCH_HOST_TRAINER_H
 #define SCORCH_HOST_TRAINER_H
 
-#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -18,18 +17,12 @@
 
 typedef struct host_trainer host_trainer;
 
-/* Set by scorch-train's SIGINT/SIGTERM handler: the trainer stops after
- * the current batch and writes a checkpoint. */
-extern volatile sig_atomic_t host_trainer_stop_signal;
-/* Set by scorch-train's SIGUSR1 handler: the trainer writes a checkpoint
- * after the current batch and goes on. */
-extern volatile sig_atomic_t host_trainer_save_signal;
-
 /* Sets everything up (and resumes when cfg->resume) for a process, or for
  * a replica in its seat (dist.h); errors name the part that failed. */
 sc_status host_trainer_new(const host_config *cfg, const host_dist_seat *seat, host_trainer **out);
 
-/* Trains. *interrupted tells whether it stopped early on a signal. */
+/* Trains, stopping early with a checkpoint when a signal asks
+ * (control/signals.h); *interrupted tells whether it did. */
 sc_status host_trainer_run(host_trainer *t, bool *interrupted);
 
 /* The run's last checkpoint into path; false when none was written yet.

@@ -43,13 +43,13 @@ static void action_log_scalar(void *host, const char *tag, double value)
 static sc_status action_log_text(void *host, const char *tag, const char *text)
 {
     host_trainer *t = host;
-    return host_tb_add_text(t->log.tb, tag, log_step(t), text);
+    return host_tb_add_text(t->tb, tag, log_step(t), text);
 }
 
 static sc_status action_log_image(void *host, const char *tag, const sc_tensor *image)
 {
     host_trainer *t = host;
-    return host_tb_add_image(t->log.tb, tag, log_step(t), image);
+    return host_tb_add_image(t->tb, tag, log_step(t), image);
 }
 
 static void action_request_checkpoint(void *host, const char *reason)
@@ -112,8 +112,9 @@ sc_hook_context trainer_batch_context(const host_trainer *t, const char *point, 
 
 static sc_hook_actions hook_actions(host_trainer *t)
 {
-    return (sc_hook_actions){t, action_set_lr, action_request_stop,
-                             action_log_scalar, .log_text = action_log_text,
+    return (sc_hook_actions){.abi = SC_ABI_HEADER(sc_hook_actions), .host = t,
+                             .set_lr = action_set_lr, .request_stop = action_request_stop,
+                             .log_scalar = action_log_scalar, .log_text = action_log_text,
                              .log_image = action_log_image,
                              .request_checkpoint = action_request_checkpoint,
                              .request_eval = action_request_eval,

@@ -22,6 +22,8 @@
 #include "run/step_pipe.h"
 #include "observe/tensorboard.h"
 #include "run/trainer.h"
+#include "scorch_host/ema.h"
+#include "scorch_host/optim.h"
 
 struct host_trainer {
     host_config cfg;
@@ -37,6 +39,8 @@ struct host_trainer {
     int64_t steps_per_epoch;
     host_run_dir rd;
     host_run_log log;
+    host_tb_writer *tb;       /* the log's TensorBoard sink (closed with it), for what
+                                 only TensorBoard shows; NULL: none */
     char *config_text; /* the resolved config.ini, saved in checkpoints */
     double lr;         /* of the latest step */
     double loss;       /* of the latest step read (step_pipe.h) */

@@ -8,7 +8,13 @@
 
 #include "base/crash.h"
 #include "base/duration.h"
+#include "dist/launch.h"
+#include "run/dist_start.h"
+#include "run/init_from.h"
 #include "run/trainer_impl.h"
+#include "scorch_host/context.h"
+#include "scorch_host/ema.h"
+#include "scorch_host/optim.h"
 
 /* ---- set-up ---- */
 
@@ -192,7 +198,8 @@ static sc_status init_state(host_trainer *t)
     t->state.base_lr = t->cfg.lr * (t->cfg.scale_lr ? t->state.world : 1);
     t->lr = t->state.base_lr;
     int64_t steps = t->steps_per_epoch / t->cfg.accumulate; /* optimizer steps */
-    return sc_schedule_init(&t->state.schedule, &sc, steps, steps * t->cfg.epochs);
+    int epochs = t->cfg.epochs > 0 ? t->cfg.epochs : 1; /* --epochs 0 steps never */
+    return sc_schedule_init(&t->state.schedule, &sc, steps, steps * epochs);
 }
 
 static void default_run_dir(host_trainer *t)
@@ -235,23 +242,27 @@ static sc_status open_log(host_trainer *t)
     bool records = root && !t->cfg.lr_find; /* --lr-find writes none */
     SC_TRY(host_run_log_open(&t->log, records ? path : NULL, t->cfg.quiet || !root,
                            t->cfg.epochs));
-    t->log.silent = !root;
+    t->log.console.silent = !root;
     /* mpirun gives ranks a pty even when the job's output goes to a file */
     if (host_dist_world(t->dist) > 1)
-        t->log.progress = false;
+        t->log.console.progress = false;
     return SC_OK;
 }
 
 /* Only the process that writes metrics.jsonl writes TensorBoard events. */
 static sc_status open_tensorboard(host_trainer *t)
 {
-    if (!t->cfg.tensorboard || !t->log.jsonl)
+    if (!t->cfg.tensorboard || !t->log.records)
         return SC_OK;
     char dir[HOST_PATH_MAX];
     host_run_dir_file(&t->rd, "tensorboard", dir, sizeof dir);
-    sc_status st = host_tb_open(dir, t->state.step + 1, &t->log.tb);
-    return st == SC_OK ? SC_OK
-                       : sc_error_wrap(st, "TensorBoard (--no-tensorboard turns it off)");
+    host_tb_writer *tb;
+    sc_status st = host_tb_open(dir, t->state.step + 1, &tb);
+    if (st != SC_OK)
+        return sc_error_wrap(st, "TensorBoard (--no-tensorboard turns it off)");
+    SC_TRY(host_run_log_add(&t->log, host_tb_observer(tb)));
+    t->tb = tb;
+    return SC_OK;
 }
 
 static void resume_path(const host_trainer *t, char *path, size_t size)
@@ -279,7 +290,7 @@ static void note_change(void *user, const host_config_change *c)
     r->count++;
     if (r->anyway) {
         fprintf(stderr, "%sscorch-train: note: --resume-anyway: %s: checkpoint has %s, now %s: "
-                "%s\n", host_dist_log_prefix(), c->option, c->was, c->now, c->lost);
+                "%s\n", host_log_prefix(), c->option, c->was, c->now, c->lost);
         return;
     }
     char line[256];
@@ -380,7 +391,7 @@ static sc_status resume(host_trainer *t)
     if (changes.count && !changes.anyway)
         return refuse_changes(&changes, path);
     lr_changed = lr_changed || (t->cfg.scale_lr && saved.world != host_dist_world(t->dist));
-    host_dist_resume_position(t->dist, &saved, t->steps_per_epoch, path);
+    host_dist_start_position(t->dist, &t->cfg, &saved, t->steps_per_epoch, path);
     SC_TRY(check_position(t, &saved, path));
     saved.seed = t->cfg.seed; /* the same, unless --resume-anyway changed it */
     if (lr_changed) /* --resume-anyway: the new --lr from here on */
@@ -439,7 +450,7 @@ static void describe(host_trainer *t)
                     s->model.api->name, s->model.lib.path,
                     (long long)sc_params_numel(s->params),
                     (long long)sc_params_trainable_numel(s->params));
-    if (!t->log.quiet && host_model_summary_print(s, stdout) != SC_OK) /* rank 0 alone */
+    if (!t->log.console.quiet && host_model_summary_print(s, stdout) != SC_OK) /* rank 0 alone */
         host_run_log_info(&t->log, "warning: no model summary: %s", sc_error_message());
     host_run_log_info(&t->log, "dataset %s: %lld train, %lld valid, %lld test samples; "
                     "%lld steps per epoch; run directory %s",
@@ -447,7 +458,7 @@ static void describe(host_trainer *t)
                     (long long)host_session_split_len(s, SC_SPLIT_VALID),
                     (long long)host_session_split_len(s, SC_SPLIT_TEST),
                     (long long)t->steps_per_epoch, t->rd.root);
-    host_dist_describe(t->dist, &t->cfg, &t->log);
+    host_dist_start_describe(t->dist, &t->cfg, &t->log);
     resume_path(t, path, sizeof path);
     if (t->cfg.resume)
         host_run_log_info(&t->log, "resumed from %s: epoch %d, batch %lld, step %lld", path,
@@ -491,11 +502,28 @@ sc_status trainer_read_params(host_trainer *t)
     return t->host_copies ? sc_params_read(t->s.params, t->host_values, t->host_grads) : SC_OK;
 }
 
+/* Rank 0: --init-from on a fresh run (host_dist_start_state shares the
+ * weights). A resumed run continues the checkpoint's weights, which
+ * began from the file if its run did: the option is not loaded again, so
+ * that `--config RUN/config.ini --resume` works (docs/weights.md). */
+static sc_status init_weights(const host_trainer *t)
+{
+    if (!t->cfg.init_from[0])
+        return SC_OK;
+    if (!t->cfg.resume)
+        return host_init_from_load(&t->cfg, t->s.params, t->cfg.quiet ? NULL : stdout, stderr);
+    fprintf(stderr, "scorch-train: note: --init-from %s is not loaded: --resume continues the "
+            "checkpoint's weights\n", t->cfg.init_from);
+    return SC_OK;
+}
+
 static sc_status setup(host_trainer *t, const host_dist_seat *seat)
 {
+    SC_TRY(host_init_check(&t->cfg));
     SC_TRY(host_dist_open(&t->cfg, seat, &t->dist));
     sc_cpu_set_threads(host_dist_threads(t->dist, t->cfg.threads));
     SC_TRY(host_session_open(&t->s, &t->cfg, host_dist_local_rank(t->dist)));
+    SC_TRY(host_freeze_apply(t->cfg.freeze, t->s.params)); /* before the optimizer */
     if (!(t->train_sums = sc_metrics_new()) || !(t->eval_sums = sc_metrics_new()))
         return SC_ERR_NOMEM;
     SC_TRY(make_host_views(t));
@@ -506,14 +534,15 @@ static sc_status setup(host_trainer *t, const host_dist_seat *seat)
     SC_TRY(host_mix_new(&t->cfg, &t->s, host_dist_rank(t->dist), &t->mix));
     SC_TRY(init_state(t));
     SC_TRY(host_duration_parse(t->cfg.max_time, &t->time_budget));
-    SC_TRY(host_dist_verify(t->dist, &t->s, &t->cfg));
-    if (host_dist_is_root(t->dist)) { /* the others wait for it in host_dist_start */
+    SC_TRY(host_dist_start_verify(t->dist, &t->s, &t->cfg));
+    if (host_dist_is_root(t->dist)) { /* the others wait for it in host_dist_start_state */
+        SC_TRY(init_weights(t)); /* refused, it leaves no run directory */
         SC_TRY(open_run_dir(t));
         host_crash_set_checkpoint(NULL, false); /* a crash report says there is none yet */
         if (t->cfg.resume)
             SC_TRY(resume(t));
     }
-    SC_TRY(host_dist_start(t->dist, t->s.ctx, t->s.params, t->opt, &t->state));
+    SC_TRY(host_dist_start_state(t->dist, t->s.ctx, t->s.params, t->opt, &t->state));
     SC_TRY(share_ema(t));
     if (t->state.finished) { /* host_trainer_run does nothing */
         report_finished(t);
@@ -521,7 +550,7 @@ static sc_status setup(host_trainer *t, const host_dist_seat *seat)
     }
     if (host_dist_is_root(t->dist) && !t->cfg.lr_find)
         SC_TRY(write_config(t));
-    SC_TRY(host_dist_share_blobs(t->dist, &t->hook_blobs));
+    SC_TRY(host_dist_start_blobs(t->dist, &t->hook_blobs));
     SC_TRY(open_log(t));
     SC_TRY(host_graph_step_init(&t->graphs, t->cfg.cuda_graphs, &t->s, host_dist_world(t->dist),
                               t->cfg.accumulate, &t->log));

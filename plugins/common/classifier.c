@@ -5,6 +5,9 @@
 
 #include <scorch/ops.h>
 
+#include "classes.h"
+#include "spec.h"
+
 /* A probability-like arg in [0, 1). */
 static sc_status parse_fraction(const sc_args *args, const char *key, float *out)
 {
@@ -21,8 +24,8 @@ sc_status classifier_parse(classifier *c, const char *model, const sc_args *args
     c->model = model;
     SC_TRY(parse_fraction(args, "dropout", &c->dropout));
     SC_TRY(parse_fraction(args, "label_smoothing", &c->label_smoothing));
-    SC_TRY(sc_args_int(args, "classes", 10, &c->classes));
-    if (c->classes < 2)
+    SC_TRY(sc_args_int(args, "classes", 0, &c->classes)); /* 0: not given */
+    if (sc_args_get(args, "classes") && c->classes < 2)
         return sc_error_set(SC_ERR_INVALID, "model arg 'classes': %lld is below 2",
                             (long long)c->classes);
     return SC_OK;
@@ -45,15 +48,7 @@ sc_status classifier_positive_ints(const sc_args *args, const char *key,
     return SC_OK;
 }
 
-static const char *spec_str(const sc_tensor_spec *s, char *buf, size_t size)
-{
-    char shape[96];
-    snprintf(buf, size, "%s %s", sc_dtype_name(s->dtype),
-             sc_shape_str(s->ndim, s->shape, shape, sizeof shape));
-    return buf;
-}
-
-sc_status classifier_check_spec(const classifier *c, const sc_sample_spec *data,
+sc_status classifier_check_spec(classifier *c, const sc_sample_spec *data,
                                 classifier_image *image)
 {
     char s[128];
@@ -68,7 +63,7 @@ sc_status classifier_check_spec(const classifier *c, const sc_sample_spec *data,
                             "target, the dataset gives %s", c->model,
                             t ? spec_str(t, s, sizeof s) : "none");
     *image = (classifier_image){x->shape[0], x->shape[1], x->shape[2]};
-    return SC_OK;
+    return classes_choose(c->model, c->classes, data, &c->classes);
 }
 
 sc_status classifier_check_input(const classifier *c, const classifier_image *image,

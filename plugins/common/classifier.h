@@ -12,13 +12,14 @@
 
 #include <scorch/plugin.h>
 
-/* Model args every classifier takes: classes (10, >= 2), dropout (0) and
- * label_smoothing (0), each of the last two in [0, 1). */
+/* Model args every classifier takes: classes (>= 2; by default the
+ * dataset's, classes.h), dropout (0) and label_smoothing (0), each of the
+ * last two in [0, 1). */
 #define CLASSIFIER_ARGS "classes", "dropout", "label_smoothing"
 
 typedef struct classifier {
     const char *model; /* the plugin's name, for messages */
-    int64_t classes;
+    int64_t classes;   /* classes= (0 when not given), then the logits */
     float dropout, label_smoothing;
 } classifier;
 
@@ -27,7 +28,8 @@ typedef struct classifier_image {
     int64_t channels, height, width;
 } classifier_image;
 
-/* Reads CLASSIFIER_ARGS into c. */
+/* Reads CLASSIFIER_ARGS into c; the class count is settled by
+ * classifier_check_spec. */
 sc_status classifier_parse(classifier *c, const char *model, const sc_args *args);
 
 /* A ':'-separated list of positive integers for `key` ("channels=32:64"),
@@ -37,8 +39,8 @@ sc_status classifier_positive_ints(const sc_args *args, const char *key,
                                    int *n);
 
 /* The dataset must give one f32 input [C, H, W] and an integer class
- * index (shape []) as target. */
-sc_status classifier_check_spec(const classifier *c, const sc_sample_spec *data,
+ * index (shape []) as target. Sets c->classes (classes_choose). */
+sc_status classifier_check_spec(classifier *c, const sc_sample_spec *data,
                                 classifier_image *image);
 
 /* x must be [N, C, H, W] for the image the network was made for. */

@@ -13,6 +13,16 @@
  * function of its seed; valid and test are never augmented.
  * A sample: input f32 [1, 28, 28], target i64 [] (class 0..9).
  *
+ * Raw inputs (index_decode): a PNG or PGM image of any size and colour
+ * (scorch/image.h), made grey (BT.601; transparency over white), resized
+ * to 28x28 (area averaging when shrinking, bilinear when enlarging) and
+ * scaled as getitem scales the test split, after an optional inversion:
+ * Fashion-MNIST draws light clothes on black, a photo usually shows a
+ * dark item on a light background. Dataset arg invert: auto (the
+ * default: invert when the mean of the 28x28 image's outermost ring of
+ * pixels, its background, is above 0.5), true or false. A 28x28 8-bit
+ * grey image of a test sample gives getitem's input bit for bit.
+ *
  * The index keeps the pixels as u8 (47 MB for the training file, rather
  * than 188 MB as f32) and getitem converts through a 256-entry table.
  */
@@ -22,11 +32,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <scorch/image.h>
 #include <scorch/plugin.h>
 
 #include "idx.h"
 
 enum { SIDE = 28, PIXELS = SIDE * SIDE, CLASSES = 10, PATH_BYTES = 4096, MAX_PAD = SIDE / 2 };
+
+/* The brightness above which a raw image's border is a light background. */
+static const float light_border = 0.5f;
 
 static const char *const class_names[CLASSES] = {
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
@@ -51,12 +65,16 @@ typedef struct fm_dataset {
     bool augment; /* the train split */
 } fm_dataset;
 
+/* Whether index_decode inverts an image (dataset arg invert). */
+typedef enum fm_invert { INVERT_AUTO, INVERT_ALWAYS, INVERT_NEVER } fm_invert;
+
 /* Dataset args. */
 typedef struct fm_options {
     int64_t valid_size;
     bool normalize;
     int64_t crop_padding; /* 0..MAX_PAD */
     bool hflip;
+    fm_invert invert;
 } fm_options;
 
 typedef struct fm_index {
@@ -66,11 +84,25 @@ typedef struct fm_index {
     fm_dataset splits[SC_SPLIT_COUNT];
 } fm_index;
 
+static sc_status parse_invert(const sc_args *args, fm_invert *invert)
+{
+    static const char *const names[] = {"auto", "true", "false"};
+    const char *v = sc_args_get(args, "invert");
+    for (int k = 0; k < 3; k++)
+        if (!v || strcmp(v, names[k]) == 0) {
+            *invert = (fm_invert)k;
+            return SC_OK;
+        }
+    return sc_error_set(SC_ERR_INVALID, "dataset arg 'invert': '%s' is not auto, true or false",
+                        v);
+}
+
 static sc_status parse_options(const sc_args *args, fm_options *o)
 {
     static const char *const known[] = {"valid_size", "normalize", "crop_padding", "hflip",
-                                        NULL};
+                                        "invert", NULL};
     SC_TRY(sc_args_check_known(args, known));
+    SC_TRY(parse_invert(args, &o->invert));
     SC_TRY(sc_args_int(args, "valid_size", 10000, &o->valid_size));
     SC_TRY(sc_args_bool(args, "normalize", true, &o->normalize));
     SC_TRY(sc_args_int(args, "crop_padding", 0, &o->crop_padding));
@@ -132,12 +164,17 @@ static sc_status read_file_pair(fm_file_pair *p, const char *dir, const char *pr
     return st;
 }
 
+/* The input value of a pixel x in [0, 1]: getitem's and index_decode's
+ * one scaling. */
+static float scaled(float x, bool normalize)
+{
+    return normalize ? (x - pixel_mean) / pixel_std : x;
+}
+
 static void fill_pixel_values(fm_index *ix, bool normalize)
 {
-    for (int b = 0; b < 256; b++) {
-        float x = (float)b / 255.0f;
-        ix->pixel_value[b] = normalize ? (x - pixel_mean) / pixel_std : x;
-    }
+    for (int b = 0; b < 256; b++)
+        ix->pixel_value[b] = scaled((float)b / 255.0f, normalize);
 }
 
 static sc_status make_splits(fm_index *ix, int64_t valid_size)
@@ -214,6 +251,7 @@ static void fm_dataset_spec(void *dataset, sc_sample_spec *spec)
         .n_targets = 1,
         .inputs = {{SC_F32, 3, {1, SIDE, SIDE}}},
         .targets = {{SC_I64, 0, {0}}},
+        .classes = CLASSES,
     };
 }
 
@@ -274,6 +312,48 @@ static const char *fm_class_name(void *index, int64_t label)
     return label >= 0 && label < CLASSES ? class_names[label] : NULL;
 }
 
+/* The mean of the outermost ring of a SIDE x SIDE image. */
+static float border_mean(const float *px)
+{
+    double sum = 0;
+    int n = 0;
+    for (int r = 0; r < SIDE; r++)
+        for (int c = 0; c < SIDE; c++)
+            if (r == 0 || r == SIDE - 1 || c == 0 || c == SIDE - 1) {
+                sum += px[r * SIDE + c];
+                n++;
+            }
+    return (float)(sum / n);
+}
+
+static bool inverts(fm_invert invert, const float *px)
+{
+    return invert == INVERT_ALWAYS || (invert == INVERT_AUTO && border_mean(px) > light_border);
+}
+
+/* A grey SIDE x SIDE image into the input [1, 28, 28]. */
+static void write_decoded(const fm_options *o, const float *px, float *x)
+{
+    bool invert = inverts(o->invert, px);
+    for (int k = 0; k < PIXELS; k++)
+        x[k] = scaled(invert ? 1.0f - px[k] : px[k], o->normalize);
+}
+
+static sc_status fm_index_decode(void *index, const sc_raw_input *raw, sc_tensor_list *inputs)
+{
+    const fm_index *ix = index;
+    sc_image img = {0};
+    sc_status st = sc_image_read_raw(raw, &img);
+    if (st == SC_OK)
+        st = sc_image_to_grey(&img, 1.0f); /* transparency reads as a white background */
+    if (st == SC_OK)
+        st = sc_image_resize(&img, SIDE, SIDE);
+    if (st == SC_OK)
+        write_decoded(&ix->options, img.pixels, sc_tensor_f32(inputs->t[0]));
+    sc_image_free(&img);
+    return st;
+}
+
 SC_PLUGIN_EXPORT const sc_dataset_plugin scorch_dataset_plugin = {
     .abi = SC_ABI_HEADER(sc_dataset_plugin),
     .name = "fashion_mnist",
@@ -286,4 +366,5 @@ SC_PLUGIN_EXPORT const sc_dataset_plugin scorch_dataset_plugin = {
     .dataset_spec = fm_dataset_spec,
     .dataset_getitem = fm_dataset_getitem,
     .class_name = fm_class_name,
+    .index_decode = fm_index_decode,
 };

@@ -6,7 +6,8 @@
  *   activation=relu    relu | tanh | gelu | sigmoid, after each hidden layer
  *   dropout=0          after each hidden activation, in training
  *   task=classification | regression
- *   classes=10         classification: the number of logits
+ *   classes            classification: the number of logits; by default
+ *                      the dataset's (its spec, ABI 1.4), else 10
  *   label_smoothing=0  classification: for the cross-entropy
  *   freeze=            ':'-separated parameter-name prefixes that do not
  *                      train; a prefix ends at a dot, so "fc1" freezes
@@ -26,6 +27,9 @@
 #include <scorch/nn.h>
 #include <scorch/ops.h>
 #include <scorch/plugin.h>
+
+#include "../common/classes.h"
+#include "../common/spec.h"
 
 enum { MAX_HIDDEN = 16 };
 
@@ -47,7 +51,7 @@ typedef struct mlp_options {
     activation_fn activation;
     double dropout, label_smoothing;
     bool regression;
-    int64_t classes;
+    int64_t classes;    /* classes=, 0 when not given */
     const char *freeze; /* into the args; NULL when absent */
 } mlp_options;
 
@@ -136,8 +140,8 @@ static sc_status parse_options(const sc_args *args, mlp_options *o)
     if (o->regression)
         SC_TRY(check_regression_args(args));
     SC_TRY(parse_fraction(args, "label_smoothing", &o->label_smoothing));
-    SC_TRY(sc_args_int(args, "classes", 10, &o->classes));
-    if (o->classes < 2)
+    SC_TRY(sc_args_int(args, "classes", 0, &o->classes));
+    if (sc_args_get(args, "classes") && o->classes < 2)
         return sc_error_set(SC_ERR_INVALID, "model arg 'classes': %lld is below 2",
                             (long long)o->classes);
     o->freeze = sc_args_get(args, "freeze");
@@ -197,14 +201,6 @@ static sc_status check_freeze(const char *freeze, const sc_params *params)
 
 /* ---- Network ---- */
 
-static const char *spec_str(const sc_tensor_spec *s, char *buf, size_t size)
-{
-    char shape[96];
-    snprintf(buf, size, "%s %s", sc_dtype_name(s->dtype),
-             sc_shape_str(s->ndim, s->shape, shape, sizeof shape));
-    return buf;
-}
-
 static sc_status check_input(mlp *net, const sc_sample_spec *data)
 {
     char s[128];
@@ -222,17 +218,16 @@ static sc_status check_input(mlp *net, const sc_sample_spec *data)
     return SC_OK;
 }
 
-/* The target decides the output width: the class count, or the f32
- * target's element count for regression. */
+/* The target decides the output width: the class count (classes.h), or
+ * the f32 target's element count for regression. */
 static sc_status check_target(mlp *net, const sc_sample_spec *data, const mlp_options *o,
                               int64_t *out_features)
 {
     char s[128];
     const sc_tensor_spec *t = data->n_targets > 0 ? &data->targets[0] : NULL;
     if (!o->regression) {
-        *out_features = o->classes;
         if (t && t->dtype != SC_F32 && t->ndim == 0)
-            return SC_OK;
+            return classes_choose("mlp", o->classes, data, out_features);
         return sc_error_set(SC_ERR_INVALID, "mlp: task=classification needs an integer class "
                             "index (shape []) as target, the dataset gives %s; for f32 "
                             "targets use task=regression",

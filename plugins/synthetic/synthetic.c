@@ -20,11 +20,15 @@
  * regression), nan_sample (-1: none; else the sample whose input is NaN
  * — fault injection, for testing how a trainer handles a NaN loss) and
  * nan_split (train: the split whose sample that is; or valid, test).
+ *
+ * Raw inputs (index_decode): one CSV row of `features` numbers
+ * (scorch/csv.h), taken as the input as it is, like getitem's.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <scorch/csv.h>
 #include <scorch/plugin.h>
 
 typedef enum syn_task { TASK_CLASSIFICATION, TASK_REGRESSION } syn_task;
@@ -200,6 +204,7 @@ static void syn_dataset_spec(void *dataset, sc_sample_spec *spec)
         .inputs = {{SC_F32, 1, {ix->features}}},
         .targets = {ix->task == TASK_CLASSIFICATION ? (sc_tensor_spec){SC_I64, 0, {0}}
                                                     : (sc_tensor_spec){SC_F32, 1, {ix->outputs}}},
+        .classes = ix->task == TASK_CLASSIFICATION ? ix->classes : 0,
     };
 }
 
@@ -248,6 +253,13 @@ static sc_status syn_dataset_getitem(void *dataset, int64_t i, sc_rng *rng,
     return SC_OK;
 }
 
+/* A row of features: the input [features]. */
+static sc_status syn_index_decode(void *index, const sc_raw_input *raw, sc_tensor_list *inputs)
+{
+    const syn_index *ix = index;
+    return sc_csv_read_row(raw, sc_tensor_f32(inputs->t[0]), ix->features);
+}
+
 SC_PLUGIN_EXPORT const sc_dataset_plugin scorch_dataset_plugin = {
     .abi = SC_ABI_HEADER(sc_dataset_plugin),
     .name = "synthetic",
@@ -261,4 +273,5 @@ SC_PLUGIN_EXPORT const sc_dataset_plugin scorch_dataset_plugin = {
     .dataset_spec = syn_dataset_spec,
     .dataset_getitem = syn_dataset_getitem,
     .class_name = NULL,
+    .index_decode = syn_index_decode,
 };

@@ -7,7 +7,8 @@
  * The sigmoid gate lets each hidden unit switch itself off in part of the
  * input space, which helps one hidden layer carve out curved regions such
  * as spiral arms.
- * Model args: hidden (64), classes (3).
+ * Model args: hidden (64), classes (the dataset's; 3 when it does not
+ * say).
  * Parameters: value.weight [H, D], value.bias [H], gate.weight [H, D],
  * gate.bias [H], out.weight [classes, H], out.bias [classes].
  */
@@ -37,11 +38,17 @@ static sc_status gated_create(const sc_args *args, const sc_sample_spec *data,
     *net = NULL;
     static const char *const known[] = {"hidden", "classes", NULL};
     int64_t hidden, classes, in = 1;
+    /* The dataset's class count (ABI 1.4; 0 when it does not say) is the
+     * default; a classes= that contradicts it would mislabel the targets. */
+    int64_t given = sc_spec_classes(data);
     SC_TRY(sc_args_check_known(args, known));
     SC_TRY(sc_args_int(args, "hidden", 64, &hidden));
-    SC_TRY(sc_args_int(args, "classes", 3, &classes));
+    SC_TRY(sc_args_int(args, "classes", given ? given : 3, &classes));
     if (hidden < 1 || classes < 2)
         return sc_error_set(SC_ERR_INVALID, "gated: needs hidden >= 1 and classes >= 2");
+    if (given && classes != given)
+        return sc_error_set(SC_ERR_INVALID, "gated: classes=%lld, but the dataset has %lld "
+                            "classes", (long long)classes, (long long)given);
     SC_TRY(check_spec(data));
     for (int d = 0; d < data->inputs[0].ndim; d++)
         in *= data->inputs[0].shape[d];

@@ -8,6 +8,7 @@
  * noise (0.2: std of the angle jitter, in radians), train_size (3000),
  * valid_size (600), test_size (600), seed (1).
  * A sample: input f32 [2] (x, y in [-1, 1]), target i64 [] (its arm).
+ * Raw inputs, for predictions: a CSV row "x,y".
  */
 #include <math.h>
 #include <stdlib.h>
@@ -103,11 +104,13 @@ static int64_t spirals_dataset_len(void *dataset)
 
 static void spirals_dataset_spec(void *dataset, sc_sample_spec *spec)
 {
+    const spirals_index *ix = ((const spirals_split *)dataset)->index;
     *spec = (sc_sample_spec){
         .n_inputs = 1,
         .n_targets = 1,
         .inputs = {{SC_F32, 1, {2}}},   /* a point (x, y) */
         .targets = {{SC_I64, 0, {0}}},  /* a class index */
+        .classes = ix->classes,         /* so the model needs no classes= */
     };
 }
 
@@ -136,6 +139,15 @@ static sc_status spirals_dataset_getitem(void *dataset, int64_t i, sc_rng *rng,
     return SC_OK;
 }
 
+/* A raw input, for predictions: the point as a CSV row "x,y" (a file
+ * holding that row, or the bytes of it). Any thread may call it, several
+ * at once: it reads nothing shared. */
+static sc_status spirals_index_decode(void *index, const sc_raw_input *raw,
+                                      sc_tensor_list *inputs)
+{
+    return sc_csv_read_row(raw, sc_tensor_f32(inputs->t[0]), 2); /* [2] */
+}
+
 /* The one exported symbol. Unset optional fields (class_name) stay NULL. */
 SC_PLUGIN_EXPORT const sc_dataset_plugin scorch_dataset_plugin = {
     .abi = SC_ABI_HEADER(sc_dataset_plugin),
@@ -148,4 +160,5 @@ SC_PLUGIN_EXPORT const sc_dataset_plugin scorch_dataset_plugin = {
     .dataset_len = spirals_dataset_len,
     .dataset_spec = spirals_dataset_spec,
     .dataset_getitem = spirals_dataset_getitem,
+    .index_decode = spirals_index_decode,
 };

@@ -27,12 +27,22 @@ static char *trim(char *s)
     return s;
 }
 
+/* A pair without '=' after another pair is most often a list written with
+ * commas ("hidden=64,32"), which the pairs' own separator splits. */
+static sc_status no_equals(const sc_args *a, const char *pair)
+{
+    if (!a->count)
+        return sc_error_set(SC_ERR_INVALID, "%s '%s': expected key=value", a->what, pair);
+    const char *key = a->keys[a->count - 1], *value = a->values[a->count - 1];
+    return sc_error_set(SC_ERR_INVALID, "%s '%s': expected key=value; if it continues %s's "
+                        "list, lists use ':' (%s=%s:%s)", a->what, pair, key, key, value, pair);
+}
+
 static sc_status add_pair(sc_args *a, char *pair)
 {
     char *eq = strchr(pair, '=');
     if (!eq)
-        return sc_error_set(SC_ERR_INVALID, "%s '%s': expected key=value", a->what,
-                            trim(pair));
+        return no_equals(a, trim(pair));
     *eq = '\0';
     const char *key = trim(pair);
     if (!*key)
@@ -176,22 +186,37 @@ sc_status sc_args_ints(const sc_args *args, const char *key, int64_t *out, int m
     return SC_OK;
 }
 
+static bool is_known(const char *const *known, const char *key)
+{
+    for (; *known; known++)
+        if (strcmp(*known, key) == 0)
+            return true;
+    return false;
+}
+
+/* The refusal of `key`: the nearest known key when it looks like a typo of
+ * one, and the known keys. */
+static sc_status unknown_key(const sc_args *args, const char *key, const char *const *known)
+{
+    char list[512] = "none";
+    size_t used = 0;
+    int n = 0;
+    for (; known[n]; n++)
+        if (used < sizeof list - 1)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", n ? ", " : "",
+                                     known[n]);
+    const char *near = sc_args_suggest(key, known, n);
+    if (near)
+        return sc_error_set(SC_ERR_INVALID, "unknown %s '%s' (did you mean '%s'? known: %s)",
+                            args->what, key, near, list);
+    return sc_error_set(SC_ERR_INVALID, "unknown %s '%s' (known: %s)", args->what, key, list);
+}
+
 sc_status sc_args_check_known(const sc_args *args, const char *const *known)
 {
-    for (int i = 0; i < args->count; i++) {
-        bool found = false;
-        for (const char *const *k = known; *k && !found; k++)
-            found = strcmp(*k, args->keys[i]) == 0;
-        if (found)
-            continue;
-        char list[512] = "";
-        size_t used = 0;
-        for (const char *const *k = known; *k && used < sizeof list - 1; k++)
-            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s",
-                                     k == known ? "" : ", ", *k);
-        return sc_error_set(SC_ERR_INVALID, "unknown %s '%s' (known: %s)", args->what,
-                            args->keys[i], known[0] ? list : "none");
-    }
+    for (int i = 0; i < args->count; i++)
+        if (!is_known(known, args->keys[i]))
+            return unknown_key(args, args->keys[i], known);
     return SC_OK;
 }
 

@@ -11,32 +11,49 @@ typedef struct param_use {
     int64_t first_use;
 } param_use;
 
-static uint64_t next_visit_stamp(void)
+/* The parameters seen so far: an open-addressing set of tensor pointers
+ * (the tensors themselves carry no autograd state). */
+typedef struct param_set {
+    const sc_tensor **slots;
+    size_t mask; /* slots - 1, a power of two at least twice the entries */
+} param_set;
+
+/* Adds t; false when it was there already. */
+static bool param_set_add(param_set *set, const sc_tensor *t)
 {
-    static _Atomic uint64_t stamp;
-    return ++stamp;
+    size_t i = (size_t)(((uintptr_t)t >> 4) * UINT64_C(0x9e3779b97f4a7c15) >> 32) & set->mask;
+    for (; set->slots[i]; i = (i + 1) & set->mask)
+        if (set->slots[i] == t)
+            return false;
+    set->slots[i] = t;
+    return true;
 }
 
 /* Collects the parameters the tape uses, ordered by first use. */
 static param_use *collect_params(sc_ctx *ctx, int64_t *count)
 {
     sc_node **order = sc_ctx_alloc(ctx, (size_t)ctx->tape_len * sizeof *order);
-    param_use *uses = sc_ctx_alloc(ctx, (size_t)ctx->tape_len *
-                                            SC_OP_MAX_INPUTS * sizeof *uses);
-    if (!order || !uses)
+    if (!order)
         return NULL;
-    for (sc_node *n = ctx->tape_tail; n; n = n->prev)
+    size_t inputs = 0, slots = 2;
+    for (sc_node *n = ctx->tape_tail; n; n = n->prev) {
         order[n->index] = n;
-    uint64_t stamp = next_visit_stamp();
+        inputs += (size_t)n->n_inputs;
+    }
+    while (slots < 2 * inputs)
+        slots *= 2;
+    param_use *uses = sc_ctx_alloc(ctx, inputs * sizeof *uses);
+    param_set seen = {sc_ctx_alloc(ctx, slots * sizeof *seen.slots), slots - 1};
+    if (!uses || !seen.slots)
+        return NULL;
+    memset(seen.slots, 0, slots * sizeof *seen.slots);
     int64_t k = 0;
     for (int64_t i = 0; i < ctx->tape_len; i++)
         for (int j = 0; j < order[i]->n_inputs; j++) {
             sc_tensor *t = order[i]->in[j];
             bool trains = (t->flags & SC_TENSOR_PARAM) && (t->flags & SC_TENSOR_REQUIRES_GRAD);
-            if (trains && t->visit != stamp) {
-                t->visit = stamp;
+            if (trains && param_set_add(&seen, t))
                 uses[k++] = (param_use){t, i};
-            }
         }
     *count = k;
     return uses;
@@ -76,14 +93,15 @@ sc_status sc_backward(sc_ctx *ctx, sc_tensor *loss, sc_grad_ready_fn grad_ready,
         return sc_error_set(SC_ERR_INVALID,
                             "backward: the loss must be one f32 value, got %lld %s elements",
                             (long long)loss->numel, sc_dtype_name(loss->dtype));
-    if (!(loss->flags & SC_TENSOR_REQUIRES_GRAD) || !loss->producer)
+    if (!(loss->flags & SC_TENSOR_REQUIRES_GRAD) || (loss->flags & SC_TENSOR_PARAM))
         return sc_error_set(SC_ERR_STATE,
                             "backward: the loss does not depend on any trainable "
                             "tensor (was grad mode off?)");
-    if (loss->producer->tape != ctx->tape_id)
+    sc_node *producer = sc_ctx_tape_node(ctx, loss);
+    if (!producer)
         return sc_error_set(SC_ERR_STATE,
-                            "backward: the loss's tape was already consumed by a "
-                            "backward pass; run forward again");
+                            "backward: the loss is not on the context's tape: a backward "
+                            "pass consumed it, or the step ended; run forward again");
     int64_t n_uses = 0;
     param_use *uses = collect_params(ctx, &n_uses);
     sc_tensor *g = grad_of(ctx, loss);
@@ -91,7 +109,7 @@ sc_status sc_backward(sc_ctx *ctx, sc_tensor *loss, sc_grad_ready_fn grad_ready,
         return SC_ERR_NOMEM;
     SC_TRY(sc_device_fill_f32(g->device, sc_tensor_f32(g), 1.0f, 1)); /* dloss/dloss */
 
-    for (sc_node *node = loss->producer; node; node = node->prev) {
+    for (sc_node *node = producer; node; node = node->prev) {
         if (node->out->grad)
             SC_TRY(backward_node(ctx, node));
         while (n_uses > 0 && uses[n_uses - 1].first_use == node->index) {

@@ -1,6 +1,7 @@
 #include "context_impl.h"
 #include "cuda_api.h"
 #include "device_impl.h"
+#include "host_only.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,11 @@ void sc_ctx_free(sc_ctx *ctx)
     free(ctx);
 }
 
-void sc_ctx_set_precision(sc_ctx *ctx, sc_precision precision) { ctx->precision = precision; }
+void sc_ctx_set_precision(sc_ctx *ctx, sc_precision precision)
+{
+    if (sc_host_only(__func__) == SC_OK)
+        ctx->precision = precision;
+}
 
 sc_precision sc_ctx_precision(const sc_ctx *ctx) { return ctx->precision; }
 
@@ -57,7 +62,11 @@ sc_status sc_precision_parse(const char *name, sc_precision *out)
 
 sc_device sc_ctx_device(const sc_ctx *ctx) { return ctx->device; }
 
-void sc_ctx_set_training(sc_ctx *ctx, bool training) { ctx->training = training; }
+void sc_ctx_set_training(sc_ctx *ctx, bool training)
+{
+    if (sc_host_only(__func__) == SC_OK)
+        ctx->training = training;
+}
 
 bool sc_ctx_training(const sc_ctx *ctx) { return ctx->training; }
 
@@ -114,11 +123,20 @@ void sc_ctx_forget_tape(sc_ctx *ctx)
 {
     ctx->tape_tail = NULL;
     ctx->tape_len = 0;
-    ctx->tape_id++;
+}
+
+sc_node *sc_ctx_tape_node(const sc_ctx *ctx, const sc_tensor *t)
+{
+    sc_node *node = ctx->tape_tail;
+    while (node && node->out != t)
+        node = node->prev;
+    return node;
 }
 
 void sc_ctx_reset(sc_ctx *ctx)
 {
+    if (sc_host_only(__func__) != SC_OK)
+        return;
     sc_ctx_forget_tape(ctx);
     ctx->scope_copy = NULL;
     ctx->random_ops = 0;

@@ -4,7 +4,7 @@
 
 #include "arena.h"
 #include "op.h"
-#include "scorch/context.h"
+#include "scorch_host/context.h"
 
 enum { SC_SCOPE_MAX = 256, SC_SCOPE_DEPTH = 32 };
 
@@ -16,7 +16,6 @@ struct sc_ctx {
     sc_precision precision;
     sc_node *tape_tail; /* last taped node; walk ->prev for earlier ones */
     int64_t tape_len;
-    uint64_t tape_id;   /* changes whenever the tape is forgotten */
     char scope[SC_SCOPE_MAX];     /* "block1.conv" */
     int scope_len[SC_SCOPE_DEPTH]; /* scope's length before each push */
     int scope_depth;
@@ -36,5 +35,10 @@ const char *sc_ctx_scope_interned(sc_ctx *ctx);
 
 /* Starts a new, empty tape (after backward consumed it, or at reset). */
 void sc_ctx_forget_tape(sc_ctx *ctx);
+
+/* The node of ctx's tape whose output is t, or NULL: t was not made by a
+ * taped op, or its tape is gone. From the tail back, so the last op's
+ * output (a loss) is found at once. */
+sc_node *sc_ctx_tape_node(const sc_ctx *ctx, const sc_tensor *t);
 
 #endif

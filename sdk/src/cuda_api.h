@@ -1,15 +1,22 @@
-/* cuda_api.h — what the core of libscorch asks of the CUDA backend, in
- * plain C. Private to libscorch.
+/* cuda_api.h — what the core of libscorch and the CUDA backend ask of each
+ * other, in plain C. Private to libscorch.
  *
  * The backend (sdk/src/cuda/, built when nvcc is found) is a library of
- * its own, libscorch_cuda.so, that exports one table of these functions,
- * sc_cuda_backend_api. libscorch defines the functions below as calls
- * through that table (cuda_loader.c) and loads the library on first use:
- * a CPU run never maps cuBLAS and cuDNN (a tenth of a second per
- * process), and a build with the backend still runs, CPU only, where the
- * CUDA libraries are missing. Without the library every call fails with a
- * message saying why. Inside libscorch_cuda the same names are its own
- * (hidden) definitions. */
+ * its own, libscorch_cuda.so, that exports one function,
+ * sc_cuda_backend_open: libscorch hands it the table of libscorch
+ * functions the backend calls (sc_cuda_core) and gets back the table of
+ * the backend's (sc_cuda_api). libscorch defines the functions below as
+ * calls through the backend's table (cuda_loader.c) and loads the library
+ * on first use: a CPU run never maps cuBLAS and cuDNN (a tenth of a second
+ * per process), and a build with the backend still runs, CPU only, where
+ * the CUDA libraries are missing. Without the library every call fails
+ * with a message saying why. Inside libscorch_cuda the same names are its
+ * own (hidden) definitions, and the libscorch functions it calls are
+ * hidden definitions that call through libscorch's table (cuda/core.c):
+ * the backend links no libscorch symbol, so libscorch exports no internals
+ * for it, and it serves whichever libscorch loaded it. Both tables are
+ * unversioned beyond SC_CUDA_API_VERSION: the two libraries are built
+ * together. */
 #ifndef SCORCH_CUDA_API_H
 #define SCORCH_CUDA_API_H
 
@@ -18,7 +25,7 @@
 #include "op.h"
 #include "ema_impl.h"
 #include "optim_impl.h"
-#include "scorch/device.h"
+#include "scorch_host/device.h"
 
 /* Why the backend is missing (no nvcc at build time, or the library
  * would not load); "" when it is loaded. libscorch only. */
@@ -86,10 +93,11 @@ sc_status sc_cuda_grad_clamp(int index, float *g, int64_t n, float value);
 sc_status sc_cuda_capture_begin(sc_ctx *ctx);
 sc_status sc_cuda_capture_end(sc_ctx *ctx, sc_graph **out);
 
-/* The table libscorch_cuda exports; version changes with its layout. */
-enum { SC_CUDA_API_VERSION = 4 };
+/* The layout of both tables; the backend refuses another. */
+enum { SC_CUDA_API_VERSION = 5 };
+
+/* The backend's functions. */
 typedef struct sc_cuda_api {
-    int version;
     int (*device_count)(void);
     sc_status (*device_info)(int index, sc_device_info *out);
     sc_device_memory (*memory_used)(sc_device device);
@@ -121,11 +129,33 @@ typedef struct sc_cuda_api {
     sc_status (*fence_set)(sc_ctx *ctx, sc_fence *fence);
     sc_status (*fence_wait)(sc_fence *fence);
     sc_status (*fence_passed)(sc_fence *fence, bool *passed);
-    /* version 4: issue 15 */
-    sc_status (*ema_pass)(int index, const sc_ema_pass *pass); /* EMA of weights */
+    /* version 4: the EMA of the weights, gradient clipping */
+    sc_status (*ema_pass)(int index, const sc_ema_pass *pass);
     sc_status (*grad_clip_norm)(int index, float *g, int64_t n, double max_norm, bool scale,
                                 double *partials, float *norm, float *coef);
     sc_status (*grad_clamp)(int index, float *g, int64_t n, float value);
 } sc_cuda_api;
+
+/* The libscorch functions the backend calls (version 5), public ones and
+ * internals alike. Messages are formatted by the backend: error_set and
+ * error_wrap get "%s" and the text. */
+typedef struct sc_cuda_core {
+    sc_status (*error_set)(sc_status code, const char *fmt, ...);
+    sc_status (*error_wrap)(sc_status code, const char *fmt, ...);
+    sc_status (*error_code)(void);
+    size_t (*dtype_size)(sc_dtype dtype);
+    char *(*shape_str)(int ndim, const int64_t *shape, char *buf, size_t size);
+    sc_status (*device_check)(sc_device device);
+    sc_rng *(*ctx_rng)(sc_ctx *ctx);
+    uint64_t (*rng_u64)(sc_rng *rng);
+    sc_tensor *(*tensor_new)(sc_ctx *ctx, sc_dtype dtype, int ndim, const int64_t *shape);
+    void *(*ctx_alloc_data)(sc_ctx *ctx, size_t bytes);
+    const sc_op_desc *(*op_desc_get)(sc_op_id op);
+} sc_cuda_core;
+
+/* libscorch_cuda's one exported symbol: its table, after keeping `core`
+ * (which must outlive it); NULL when `version` is not its own. */
+#define SC_CUDA_BACKEND_OPEN "sc_cuda_backend_open"
+typedef const sc_cuda_api *(*sc_cuda_backend_open_fn)(int version, const sc_cuda_core *core);
 
 #endif

@@ -9,7 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "context_impl.h"
 #include "cuda_api.h"
+#include "host_only.h"
 
 #ifndef SC_HAVE_CUDA
 #define SC_HAVE_CUDA 0
@@ -38,19 +40,33 @@ static void *open_backend(void)
     return dlopen(BACKEND_LIBRARY, RTLD_NOW | RTLD_LOCAL);
 }
 
+/* What the backend calls in libscorch (cuda_api.h): it links none of it. */
+static const sc_cuda_core core = {
+    .error_set = sc_error_set,
+    .error_wrap = sc_error_wrap,
+    .error_code = sc_error_code,
+    .dtype_size = sc_dtype_size,
+    .shape_str = sc_shape_str,
+    .device_check = sc_device_check,
+    .ctx_rng = sc_ctx_rng,
+    .rng_u64 = sc_rng_u64,
+    .tensor_new = sc_tensor_new,
+    .ctx_alloc_data = sc_ctx_alloc_data,
+    .op_desc_get = sc_op_desc_get,
+};
+
 static void load(void)
 {
     if (!SC_HAVE_CUDA)
         return;
     void *lib = open_backend();
-    const sc_cuda_api *table = lib ? dlsym(lib, "sc_cuda_backend_api") : NULL;
-    if (!table)
+    sc_cuda_backend_open_fn open = lib ? (sc_cuda_backend_open_fn)dlsym(lib, SC_CUDA_BACKEND_OPEN)
+                                       : NULL;
+    if (!open)
         snprintf(why_not, sizeof why_not, "the CUDA backend could not be loaded: %s", dlerror());
-    else if (table->version != SC_CUDA_API_VERSION)
-        snprintf(why_not, sizeof why_not, "%s has table version %d, libscorch wants %d",
-                 BACKEND_LIBRARY, table->version, SC_CUDA_API_VERSION);
-    else
-        api = table;
+    else if (!(api = open(SC_CUDA_API_VERSION, &core)))
+        snprintf(why_not, sizeof why_not, "%s was built for another libscorch (table version "
+                 "%d wanted)", BACKEND_LIBRARY, SC_CUDA_API_VERSION);
 }
 
 static const sc_cuda_api *backend(void)
@@ -232,6 +248,7 @@ void sc_fence_free(sc_fence *fence)
 
 sc_status sc_ctx_set_fence(sc_ctx *ctx, sc_fence *fence)
 {
+    SC_TRY(sc_host_only(__func__));
     SC_TRY(needs_gpu(sc_ctx_device(ctx), "sc_ctx_set_fence"));
     return backend() ? api->fence_set(ctx, fence) : unavailable();
 }
@@ -273,6 +290,7 @@ sc_status sc_tensor_upload_async(sc_ctx *ctx, sc_tensor *dst, const sc_tensor *s
                                  sc_fence *after, sc_fence *done)
 {
     size_t bytes = 0;
+    SC_TRY(sc_host_only(__func__));
     SC_TRY(needs_gpu(sc_ctx_device(ctx), "sc_tensor_upload_async"));
     SC_TRY(copy_bytes(dst, src, "upload", &bytes));
     if (src->device.kind != SC_DEVICE_CPU || !on(dst, sc_ctx_device(ctx)))
@@ -284,6 +302,7 @@ sc_status sc_tensor_upload_async(sc_ctx *ctx, sc_tensor *dst, const sc_tensor *s
 sc_status sc_tensor_copy_async(sc_ctx *ctx, sc_tensor *dst, const sc_tensor *src)
 {
     size_t bytes = 0;
+    SC_TRY(sc_host_only(__func__));
     SC_TRY(needs_gpu(sc_ctx_device(ctx), "sc_tensor_copy_async"));
     SC_TRY(copy_bytes(dst, src, "copy", &bytes));
     if (!on_host_or(dst, sc_ctx_device(ctx)) || !on_host_or(src, sc_ctx_device(ctx)))

@@ -8,6 +8,7 @@
 #include "context_impl.h"
 #include "cuda_api.h"
 #include "device_impl.h"
+#include "host_only.h"
 
 static const sc_device host_device = {SC_DEVICE_CPU, 0};
 
@@ -178,6 +179,7 @@ sc_tensor *sc_tensor_alloc_pinned(sc_dtype dtype, int ndim, const int64_t *shape
 
 sc_status sc_ctx_capture_begin(sc_ctx *ctx)
 {
+    SC_TRY(sc_host_only(__func__));
     if (!ctx->cuda)
         return sc_error_set(SC_ERR_UNSUPPORTED, "CUDA graphs need a CUDA context");
     return sc_cuda_capture_begin(ctx);
@@ -186,6 +188,7 @@ sc_status sc_ctx_capture_begin(sc_ctx *ctx)
 sc_status sc_ctx_capture_end(sc_ctx *ctx, sc_graph **out)
 {
     *out = NULL;
+    SC_TRY(sc_host_only(__func__));
     if (!ctx->cuda)
         return sc_error_set(SC_ERR_UNSUPPORTED, "CUDA graphs need a CUDA context");
     return sc_cuda_capture_end(ctx, out);

@@ -1,6 +1,6 @@
 /* ema.c — the EMA of a parameter store's weights (scorch/ema.h): its flat
  * buffer, laid out as the store's, and the CPU loops of its passes. */
-#include "scorch/ema.h"
+#include "scorch_host/ema.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
  * chunks in order; on a GPU a fixed grid, then its blocks in order): every
  * data-parallel rank, holding the same averaged gradients, gets the same
  * norm bit for bit, and a run gives the same result on every resume. */
-#include "scorch/optim.h"
+#include "scorch_host/optim.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -177,9 +177,10 @@ sc_status sc_metrics_add_classification(sc_metrics *m, const sc_tensor *logits,
 {
     int64_t top1, top5;
     SC_TRY(count_topk(logits, target, 1, &top1));
-    int k = logits->shape[1] < 5 ? (int)logits->shape[1] : 5;
-    SC_TRY(count_topk(logits, target, k, &top5));
     double n = (double)logits->shape[0];
     SC_TRY(sc_metrics_add(m, "accuracy", (double)top1, n));
+    if (logits->shape[1] <= 5) /* the top 5 of 5 classes or fewer hold every target */
+        return SC_OK;
+    SC_TRY(count_topk(logits, target, 5, &top5));
     return sc_metrics_add(m, "top5_accuracy", (double)top5, n);
 }

@@ -1,10 +1,21 @@
 /* op.h — the op registry: op ids, typed op parameters, tape nodes,
  * descriptors and per-backend kernel tables. Private to libscorch.
  *
- * Adding an op: add it to SC_OP_LIST, give it a params struct if it takes
- * any, define its descriptor (name, arity, shape inference) next to its
- * public function in sdk/src/ops/, its CPU kernels in sdk/src/cpu/, and a
- * finite-difference gradient test in tests/unit/.
+ * Adding an op:
+ *   1. add it to SC_OP_LIST, and give it a params struct if it takes any;
+ *   2. define its descriptor (name, arity, shape inference) next to its
+ *      public function in sdk/src/ops/;
+ *   3. its CPU kernels (forward, backward) in sdk/src/cpu/, the reference;
+ *   4. a finite-difference gradient test in tests/unit/sdk/ (test_ops.c,
+ *      or the test of its family: test_conv.c, test_norm.c);
+ *   5. its CUDA kernels in sdk/src/cuda/ (sc_cuda_kernel_<name>: the
+ *      backend's table names every op, so libscorch_cuda does not link
+ *      without them), written as docs/cuda-emulation.md "Writing a kernel"
+ *      says;
+ *   6. its differential cases in tests/unit/sdk/test_cuda_ops.c (CUDA
+ *      against the CPU, outputs and gradients; the coverage test fails for
+ *      an op without cases), run on the emulated GPU in each of its modes
+ *      (docs/cuda-emulation.md).
  */
 #ifndef SCORCH_OP_H
 #define SCORCH_OP_H
@@ -108,7 +119,6 @@ typedef struct sc_node {
     sc_ctx *ctx;
     struct sc_node *prev; /* previous node on the tape */
     int64_t index;        /* position on the tape */
-    uint64_t tape;        /* which tape: the context's tape_id when taped */
     const char *scope;    /* the layer scope it ran in ("" at top level) */
 } sc_node;
 

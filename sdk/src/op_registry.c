@@ -115,10 +115,8 @@ sc_tensor *sc_op_run(sc_ctx *ctx, sc_op_id op, int n_inputs,
 
     if (needs_tape(ctx, node)) {
         node->out->flags |= SC_TENSOR_REQUIRES_GRAD;
-        node->out->producer = node;
         node->prev = ctx->tape_tail;
         node->index = ctx->tape_len++;
-        node->tape = ctx->tape_id;
         ctx->tape_tail = node;
     }
     return node->out;

@@ -1,4 +1,4 @@
-#include "scorch/optim.h"
+#include "scorch_host/optim.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,9 +1,10 @@
-#include "scorch/params.h"
+#include "scorch_host/params.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "device_impl.h"
+#include "host_only.h"
 
 /* Parameters and their gradient views; both point into the flat buffers. */
 typedef struct param_slot {
@@ -158,7 +159,7 @@ float *sc_params_grads(const sc_params *ps) { return ps->grads; }
 
 void sc_params_set_trainable(sc_tensor *param, bool trainable)
 {
-    if (param->flags & SC_TENSOR_BUFFER)
+    if (sc_host_only(__func__) != SC_OK || (param->flags & SC_TENSOR_BUFFER))
         return;
     if (trainable)
         param->flags |= SC_TENSOR_REQUIRES_GRAD;
@@ -197,6 +198,7 @@ sc_status sc_params_read(const sc_params *ps, float *values, float *grads)
 
 sc_status sc_params_write(sc_params *ps, const float *values)
 {
+    SC_TRY(sc_host_only(__func__));
     sc_tensor v = flat_view((float *)values, ps->numel, (sc_device){SC_DEVICE_CPU, 0});
     sc_tensor pv = flat_view(ps->values, ps->numel, ps->device);
     return sc_tensor_copy(&pv, &v);
@@ -204,6 +206,7 @@ sc_status sc_params_write(sc_params *ps, const float *values)
 
 sc_status sc_params_to_device(sc_params *ps, sc_device device)
 {
+    SC_TRY(sc_host_only(__func__));
     if (device.kind == ps->device.kind && device.index == ps->device.index)
         return SC_OK;
     if (ps->device.kind != SC_DEVICE_CPU || device.kind == SC_DEVICE_CPU)
@@ -232,6 +235,7 @@ sc_status sc_params_to_device(sc_params *ps, sc_device device)
 
 sc_status sc_params_scale_grads(sc_params *ps, int64_t offset, int64_t n, float factor)
 {
+    SC_TRY(sc_host_only(__func__));
     if (offset < 0 || n < 0 || offset + n > ps->numel)
         return sc_error_set(SC_ERR_INVALID, "scale_grads: [%lld, %lld) outside %lld gradients",
                             (long long)offset, (long long)(offset + n), (long long)ps->numel);
@@ -240,6 +244,8 @@ sc_status sc_params_scale_grads(sc_params *ps, int64_t offset, int64_t n, float 
 
 void sc_params_zero_grad(sc_params *ps)
 {
+    if (sc_host_only(__func__) != SC_OK)
+        return;
     /* Queued on a GPU; cannot fail for memory that is the store's own. */
     sc_device_zero(ps->device, ps->grads, (size_t)ps->numel * sizeof(float));
 }

@@ -1,4 +1,4 @@
-#include "scorch/plugin.h"
+#include "scorch_host/plugin.h"
 
 const char *sc_split_name(sc_split split)
 {
@@ -8,4 +8,17 @@ const char *sc_split_name(sc_split split)
     case SC_SPLIT_TEST: return "test";
     default: return "?";
     }
+}
+
+/* Per thread: replicas create their networks concurrently, each on its own
+ * training thread, and each sees its own run's host. */
+static _Thread_local const sc_host_info *current_host;
+
+const sc_host_info *sc_host(void) { return current_host; }
+
+const sc_host_info *sc_host_set_info(const sc_host_info *info)
+{
+    const sc_host_info *previous = current_host;
+    current_host = info;
+    return previous;
 }

@@ -16,8 +16,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "op.h"
+#include "context_impl.h"
 #include "scorch/scorch.h"
+#include "scorch_host/params.h"
 
 enum { BATCH = 128, WARMUP = 3, RUNS = 15 };
 
@@ -148,10 +149,10 @@ static bool bench_layer(const layer *l, double *fwd_ms, double *bwd_ms)
         double t0 = now();
         sc_tensor *y = l->fn(x);
         double t1 = now();
-        ok = y && y->producer;
+        sc_node *node = y ? sc_ctx_tape_node(ctx, y) : NULL;
+        ok = node != NULL;
         if (!ok)
             break;
-        sc_node *node = y->producer;
         sc_tensor *gin[SC_OP_MAX_INPUTS] = {0};
         sc_tensor *gy = sc_tensor_new(ctx, SC_F32, y->ndim, y->shape);
         for (int i = 0; ok && i < node->n_inputs; i++)

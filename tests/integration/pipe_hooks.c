@@ -1,7 +1,7 @@
 /* A hooks plugin that reads each train batch's loss twice: at
  * after_backward, which the trainer reads from the step's own loss, and at
  * batch_end, which sees the step's results as the GPU step pipeline folded
- * them (host/step_pipe.h). Both log it, as fixture/after_backward and
+ * them (host/run/step_pipe.h). Both log it, as fixture/after_backward and
  * fixture/batch_end, so a test can pair them up in metrics.jsonl. */
 #include "scorch/hooks.h"
 

@@ -3,7 +3,9 @@
  * SCORCH_TEST_FAULT_RANK (read from the hook context) fails, the others
  * go on. SCORCH_TEST_FAULT=kill kills that process, =lr sets its lr alone
  * (its parameters drift from the others'), =save asks for a checkpoint on
- * that rank alone; anything else makes the hook return an error. */
+ * that rank alone, =sigusr1 and =sigint raise that signal on that rank
+ * alone (its thread, for replicas); anything else makes the hook return
+ * an error. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,10 @@ static sc_status fault(const sc_hook_context *ctx, const sc_hook_actions *action
         sleep(600);
     if (how && strcmp(how, "lr") == 0) {
         actions->set_lr(actions->host, 0.5);
+        return SC_OK;
+    }
+    if (how && (strcmp(how, "sigusr1") == 0 || strcmp(how, "sigint") == 0)) {
+        raise(strcmp(how, "sigint") == 0 ? SIGINT : SIGUSR1);
         return SC_OK;
     }
     if (how && strcmp(how, "save") == 0) {

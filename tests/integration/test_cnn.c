@@ -186,7 +186,7 @@ static run_result summary(const char *model, const char *model_args, const char 
                        NULL);
 }
 
-Test(summary, cnn_defaults_as_issue_3_describes)
+Test(summary, cnn_defaults_have_the_documented_layers)
 {
     paths p = bin();
     char dir[DIR], run_dir[PATH];

@@ -1,6 +1,7 @@
-/* Integration tests of issue 6 with the real binaries: live control
+/* Integration tests with the real binaries: live control
  * through scorch-ctl, signals, hook actions and refusals, the hooks'
- * checkpoint state, the samples early_stopping and warmup, and --device.
+ * checkpoint state, and the samples early_stopping and warmup
+ * (test_devices.c has --device).
  *
  * A run is held at a known step by ctl_hooks' gate (a batch_begin hook
  * that waits until its user function open_gate is called through
@@ -19,7 +20,6 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "scorch/device.h"
 
 enum { PATH = 4096, DIR = 64, MAX_ARGS = 48, GATE_STEP = 5 };
 
@@ -651,62 +651,6 @@ Test(samples, warmup_raises_the_lr_step_by_step)
     /* batch_begin's scalar lands at the step it sets the lr of. */
     expect_close(scalar_of(dir, "warmup_lr", 1), 0.0005, "the first logged warm-up lr");
     expect_close(scalar_of(dir, "warmup_lr", 8), 0.004, "the last logged warm-up lr");
-}
-
-/* ---- devices ---- */
-
-/* Why a run asking for a GPU gets none here: the build has no CUDA
- * backend, or (a build with nvcc on a machine without a GPU) finds none.
- * Where a GPU is present, the tests that need its absence skip. */
-static const char *no_gpu_reason(void)
-{
-    if (sc_cuda_device_count() > 0)
-        cr_skip_test("this machine has a GPU");
-    return sc_cuda_built() ? "no GPU found" : "this build has no CUDA backend";
-}
-
-Test(devices, cuda_is_refused_and_auto_falls_back_to_the_cpu)
-{
-    const char *why = no_gpu_reason();
-    char expected[256];
-    snprintf(expected, sizeof expected, "--device cuda:0: %s; use --device cpu", why);
-    expect_refused((const char *[]){"--device", "cuda:0", NULL}, expected);
-    char dir[DIR];
-    temp_dir(dir, sizeof dir);
-    run_result r = train(dir, 1, (const char *[]){"--device", "auto", NULL}, NULL);
-    expect_ok(&r);
-    snprintf(expected, sizeof expected, "note: --device auto: %s; computing on the cpu", why);
-    cr_expect(strstr(r.err, expected), "%s", r.err);
-    run_result_free(&r);
-}
-
-Test(devices, gpu_only_options_are_refused_on_the_cpu)
-{
-    expect_refused((const char *[]){"--device", "cpu", "--precision", "bf16", NULL},
-                   "--precision bf16 needs a GPU; the CPU computes in fp32");
-    expect_refused((const char *[]){"--device", "cpu", "--cuda-graphs", "on", NULL},
-                   "--cuda-graphs on needs a GPU (--device cuda)");
-}
-
-Test(devices, the_command_line_overrides_the_models_preference)
-{
-    bins b = bin();
-    char dir[DIR], model[PATH];
-    temp_dir(dir, sizeof dir);
-    snprintf(model, PATH, "%s", fixture("model_prefers_auto"));
-    const char *argv[] = {b.train, "--model", model, "--dataset", b.synthetic, "--run-dir", dir,
-                          NULL, NULL, NULL};
-    char expected[256];
-    snprintf(expected, sizeof expected,
-             "model_prefers_auto.so's preferred_device auto: %s; computing on the cpu",
-             no_gpu_reason());
-    run_result r = run_program(argv, NULL);
-    cr_expect(strstr(r.err, expected), "%s", r.err);
-    run_result_free(&r);
-    argv[7] = "--device", argv[8] = "cpu";
-    r = run_program(argv, NULL);
-    cr_expect_null(strstr(r.err, "preferred_device"), "%s", r.err);
-    run_result_free(&r);
 }
 
 /* ---- hook arguments, the step of a hook's scalar, status between epochs ---- */

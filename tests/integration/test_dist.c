@@ -440,12 +440,43 @@ Test(dist, ranks_whose_parameters_drift_apart_are_stopped)
     run_result_free(&r);
 }
 
-Test(dist, a_checkpoint_one_rank_asks_for_is_taken_by_all)
+/* Rank 1 asks for a checkpoint after step 5 as `how` says
+ * (rank_fault_hook.c): every rank takes it. */
+static void expect_checkpoint_taken_by_all(const char *how)
 {
     char dir[DIR], ckpt[PATH];
     temp_dir(dir, sizeof dir);
-    run_result r = train_with_fault(dir, "1", "save");
+    run_result r = train_with_fault(dir, "1", how);
     expect_ok(&r);
+    snprintf(ckpt, PATH, "%s/checkpoints/epoch-0001-step-000000005.ckpt", dir);
+    cr_assert(access(ckpt, R_OK) == 0, "no checkpoint at step 5:\n%s", r.out);
+    run_result_free(&r);
+}
+
+Test(dist, a_checkpoint_one_rank_asks_for_is_taken_by_all)
+{
+    expect_checkpoint_taken_by_all("save");
+}
+
+/* SIGUSR1 that reaches one rank alone (mpirun forwards it to all). */
+Test(dist, a_checkpoint_signal_to_one_rank_is_taken_by_all)
+{
+    expect_checkpoint_taken_by_all("sigusr1");
+}
+
+/* SIGINT on rank 0 alone: every rank stops after the same step, rank 0
+ * writes the checkpoint, and the job ends with the exit status of a stop. */
+Test(dist, a_stop_signal_stops_every_rank_after_a_checkpoint)
+{
+    char dir[DIR], ckpt[PATH];
+    temp_dir(dir, sizeof dir);
+    run_result r = train_ranks("2", dir, "1", "32", (const char *const[]){"--hooks", bin().hook,
+                                                                          NULL},
+                               (const char *const[]){"SCORCH_TEST_FAULT_RANK=0",
+                                                     "SCORCH_TEST_FAULT_STEP=5",
+                                                     "SCORCH_TEST_FAULT=sigint", NULL});
+    cr_assert_eq(r.status, 130, "exit %d\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
+    cr_assert(strstr(r.out, "stopped by a signal at epoch 1, step 5"), "%s", r.out);
     snprintf(ckpt, PATH, "%s/checkpoints/epoch-0001-step-000000005.ckpt", dir);
     cr_assert(access(ckpt, R_OK) == 0, "no checkpoint at step 5:\n%s", r.out);
     run_result_free(&r);

@@ -1,4 +1,4 @@
-/* Integration tests of the EMA of the weights (--ema-decay, issue 15):
+/* Integration tests of the EMA of the weights (--ema-decay):
  * valid and test report the weights' and the EMA's metrics, best.ckpt
  * follows the EMA's, a resumed run's EMA is the same bits as a run never
  * stopped, and scorch-test --ema evaluates the EMA (refused without one). */

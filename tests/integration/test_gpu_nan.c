@@ -19,11 +19,12 @@
 
 #include "harness.h"
 #include "in_process.h"
-#include "scorch/context.h"
+#include "scorch_host/context.h"
 #include "scorch/device.h"
-#include "scorch/optim.h"
+#include "scorch_host/optim.h"
 #include "scorch/serialize.h"
 #include "run/trainer_impl.h"
+#include "scorch_host/params.h"
 
 #ifndef GPU_EMULATED
 #define GPU_EMULATED 0 /* 1 in the gpu_emulator build */

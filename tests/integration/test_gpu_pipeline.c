@@ -1,4 +1,4 @@
-/* Integration tests of the GPU train step's pipeline (host/step_pipe.h):
+/* Integration tests of the GPU train step's pipeline (host/run/step_pipe.h):
  * a step that never waits for the GPU trains exactly as one that waits,
  * whatever order the GPU runs its streams' work in, reports a non-finite
  * loss as the CPU does, before any checkpoint after it, and keeps ahead of

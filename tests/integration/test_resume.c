@@ -1,4 +1,4 @@
-/* Integration tests of --resume (issue 17): a resume that would not
+/* Integration tests of --resume: a resume that would not
  * continue the same run is refused, listing every difference, unless
  * --resume-anyway; a finished run is left as it is; what a resume and
  * scorch-test read from a checkpoint is checked, even in a file whose CRC

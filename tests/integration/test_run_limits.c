@@ -1,4 +1,4 @@
-/* Integration tests of issue 15's items 6 and 7: the LR range test
+/* Integration tests of the run's limits and probes: the LR range test
  * (--lr-find), validation every N steps (--validate-every-steps) and the
  * time budget (--max-time), through the real scorch-train on the
  * synthetic blobs (32 steps per epoch), and the finder in process to see

@@ -21,7 +21,7 @@ static run_result train(const char *hidden, const char *batch, const char *threa
     snprintf(run_dir, sizeof run_dir, "%s/run", temp_dir(dir, sizeof dir));
     const char *argv[] = {scorch_train, "--model", mlp, "--model-args", hidden,
                           "--dataset", synthetic,
-                          "--dataset-args", "train_size=512,valid_size=0,test_size=0",
+                          "--dataset-args", "classes=10,train_size=512,valid_size=0,test_size=0",
                           "--batch-size", batch, "--epochs", "1", "--max-train-iterations", "1",
                           "--run-dir", run_dir, "--no-tensorboard",
                           threads ? "--threads" : NULL, threads, NULL};

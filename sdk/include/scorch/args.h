@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "scorch/export.h"
 #include "scorch/status.h"
 
 #ifdef __cplusplus
@@ -19,35 +20,39 @@ extern "C" {
 typedef struct sc_args sc_args;
 
 /* Parses a comma-separated list of key=value pairs (empty text: no pairs).
- * `what` names the list in messages ("model arg"). */
-sc_status sc_args_parse(const char *text, const char *what, sc_args **out);
-void sc_args_free(sc_args *args);
+ * `what` names the list in messages ("model arg"). A piece without '='
+ * after a pair is refused with a reminder that lists use ':' ("hidden=64,32"
+ * is most often hidden=64:32). */
+SC_API sc_status sc_args_parse(const char *text, const char *what, sc_args **out);
+SC_API void sc_args_free(sc_args *args);
 
-int sc_args_count(const sc_args *args);
-const char *sc_args_key(const sc_args *args, int i);
-const char *sc_args_value(const sc_args *args, int i);
+SC_API int sc_args_count(const sc_args *args);
+SC_API const char *sc_args_key(const sc_args *args, int i);
+SC_API const char *sc_args_value(const sc_args *args, int i);
 
 /* The value of key, or NULL when absent. */
-const char *sc_args_get(const sc_args *args, const char *key);
+SC_API const char *sc_args_get(const sc_args *args, const char *key);
 
 /* Typed reads: *out = the value, or def when the key is absent; a value
  * that does not parse is an error naming the key. */
-sc_status sc_args_int(const sc_args *args, const char *key, int64_t def, int64_t *out);
-sc_status sc_args_float(const sc_args *args, const char *key, double def, double *out);
-sc_status sc_args_bool(const sc_args *args, const char *key, bool def, bool *out);
+SC_API sc_status sc_args_int(const sc_args *args, const char *key, int64_t def, int64_t *out);
+SC_API sc_status sc_args_float(const sc_args *args, const char *key, double def, double *out);
+SC_API sc_status sc_args_bool(const sc_args *args, const char *key, bool def, bool *out);
 
 /* A ':'-separated integer list ("256:128"); up to max values, count in *n.
  * When absent, *n = 0 and out is untouched. */
-sc_status sc_args_ints(const sc_args *args, const char *key, int64_t *out, int max, int *n);
+SC_API sc_status sc_args_ints(const sc_args *args, const char *key, int64_t *out, int max, int *n);
 
 /* The name in names[0..n) nearest to word by edit distance (a swap of two
  * adjacent characters counts as one edit), when close enough to be a
  * likely typo: at most one edit per three characters of word; else NULL.
  * For "did you mean" hints. */
-const char *sc_args_suggest(const char *word, const char *const *names, int n);
+SC_API const char *sc_args_suggest(const char *word, const char *const *names, int n);
 
-/* Fails, naming the first key not in the NULL-terminated list `known`. */
-sc_status sc_args_check_known(const sc_args *args, const char *const *known);
+/* Fails, naming the first key not in the NULL-terminated list `known`,
+ * the known key it is likely a typo of (sc_args_suggest: "did you mean
+ * 'hidden'?"), and the known keys. */
+SC_API sc_status sc_args_check_known(const sc_args *args, const char *const *known);
 
 #ifdef __cplusplus
 }

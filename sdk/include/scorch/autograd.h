@@ -11,6 +11,7 @@
 #define SCORCH_AUTOGRAD_H
 
 #include "scorch/context.h"
+#include "scorch/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -21,8 +22,8 @@ extern "C" {
 typedef void (*sc_grad_ready_fn)(void *user, sc_tensor *param);
 
 /* Backpropagates from a scalar loss. grad_ready may be NULL. */
-sc_status sc_backward(sc_ctx *ctx, sc_tensor *loss,
-                      sc_grad_ready_fn grad_ready, void *user);
+SC_API sc_status sc_backward(sc_ctx *ctx, sc_tensor *loss,
+                             sc_grad_ready_fn grad_ready, void *user);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,9 @@
  * an op given a NULL input returns NULL at once, keeping the first message:
  * a forward pass can chain ops and check once at the end.
  *
+ * The host drives the context: it ends each step, switches training mode
+ * and sets the precision (scorch_host/context.h, not for plugins).
+ *
  * Thread rule: a context belongs to one thread at a time.
  */
 #ifndef SCORCH_CONTEXT_H
@@ -16,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "scorch/export.h"
 #include "scorch/rng.h"
 #include "scorch/tensor.h"
 
@@ -26,20 +30,19 @@ extern "C" {
 typedef struct sc_ctx sc_ctx;
 
 /* A context computing on `device`; NULL with a message on failure. */
-sc_ctx *sc_ctx_new(sc_device device);
-void sc_ctx_free(sc_ctx *ctx);
+SC_API sc_ctx *sc_ctx_new(sc_device device);
+SC_API void sc_ctx_free(sc_ctx *ctx);
 
-sc_device sc_ctx_device(const sc_ctx *ctx);
+SC_API sc_device sc_ctx_device(const sc_ctx *ctx);
 
 /* Training mode (dropout active, batch norm uses batch statistics).
- * The host sets it per phase. */
-void sc_ctx_set_training(sc_ctx *ctx, bool training);
-bool sc_ctx_training(const sc_ctx *ctx);
+ * The host sets it per phase (scorch_host/context.h). */
+SC_API bool sc_ctx_training(const sc_ctx *ctx);
 
 /* Grad mode: when on, ops with an input that requires grad are taped.
  * Returns the previous setting. */
-bool sc_ctx_set_grad_enabled(sc_ctx *ctx, bool enabled);
-bool sc_ctx_grad_enabled(const sc_ctx *ctx);
+SC_API bool sc_ctx_set_grad_enabled(sc_ctx *ctx, bool enabled);
+SC_API bool sc_ctx_grad_enabled(const sc_ctx *ctx);
 
 /* Arithmetic precision of the GPU kernels (the CPU always computes in
  * fp32): fp32; tf32, letting cuBLAS and cuDNN round matrix-product inputs
@@ -52,56 +55,48 @@ typedef enum sc_precision {
     SC_PRECISION_TF32,
     SC_PRECISION_BF16,
 } sc_precision;
-void sc_ctx_set_precision(sc_ctx *ctx, sc_precision precision);
-/* "fp32", "tf32", "bf16" -> precision. */
-sc_status sc_precision_parse(const char *name, sc_precision *out);
-sc_precision sc_ctx_precision(const sc_ctx *ctx);
+/* The host sets it (scorch_host/context.h). */
+SC_API sc_precision sc_ctx_precision(const sc_ctx *ctx);
 
 /* The step's random stream; the host reseeds it from (seed, step). */
-sc_rng *sc_ctx_rng(sc_ctx *ctx);
-
-/* Ends a step: forgets the tape and recycles the arena. Every step tensor
- * and sc_ctx_alloc() block becomes invalid. After the first steps have
- * sized it, the arena is one block, so the same op sequence gets the same
- * addresses every step. */
-void sc_ctx_reset(sc_ctx *ctx);
+SC_API sc_rng *sc_ctx_rng(sc_ctx *ctx);
 
 /* Layer scopes: a network's layers push their name ("block1.conv") around
  * their ops, so tools such as the model summary can group the tape by
  * layer. Scopes nest ("block1" then "conv" gives "block1.conv"); names are
  * copied. Cheap; push and pop must pair. */
-void sc_ctx_push_scope(sc_ctx *ctx, const char *name);
-void sc_ctx_pop_scope(sc_ctx *ctx);
-const char *sc_ctx_scope(const sc_ctx *ctx); /* "" at top level */
+SC_API void sc_ctx_push_scope(sc_ctx *ctx, const char *name);
+SC_API void sc_ctx_pop_scope(sc_ctx *ctx);
+SC_API const char *sc_ctx_scope(const sc_ctx *ctx); /* "" at top level */
 
-/* 64-byte aligned scratch memory from the step arena (freed by reset). */
-void *sc_ctx_alloc(sc_ctx *ctx, size_t bytes);
+/* 64-byte aligned scratch memory from the step arena, valid until the
+ * host ends the step (sc_ctx_reset). */
+SC_API void *sc_ctx_alloc(sc_ctx *ctx, size_t bytes);
 
 /* Ops since the last reset that drew from the step's random stream
  * (dropout in training mode): a replayed CUDA graph would repeat them. */
-int64_t sc_ctx_random_ops(const sc_ctx *ctx);
+SC_API int64_t sc_ctx_random_ops(const sc_ctx *ctx);
 
 /* Changes whenever the memory that step tensor data comes from is
  * replaced (the arena grew, or merged its blocks at a reset). A captured
  * CUDA graph stays valid while this stays the same. */
-uint64_t sc_ctx_data_generation(const sc_ctx *ctx);
+SC_API uint64_t sc_ctx_data_generation(const sc_ctx *ctx);
 
 /* Bytes handed out since the last reset, and the arena's high-water mark. */
-size_t sc_ctx_arena_used(const sc_ctx *ctx);
-size_t sc_ctx_arena_peak(const sc_ctx *ctx);
+SC_API size_t sc_ctx_arena_used(const sc_ctx *ctx);
+SC_API size_t sc_ctx_arena_peak(const sc_ctx *ctx);
 
 /* A step tensor on the context's device. Contents are uninitialised for
  * sc_tensor_new and zero for sc_tensor_zeros. NULL with a message on
  * failure. */
-sc_tensor *sc_tensor_new(sc_ctx *ctx, sc_dtype dtype, int ndim,
-                         const int64_t *shape);
-sc_tensor *sc_tensor_zeros(sc_ctx *ctx, sc_dtype dtype, int ndim,
-                           const int64_t *shape);
+SC_API sc_tensor *sc_tensor_new(sc_ctx *ctx, sc_dtype dtype, int ndim,
+                                const int64_t *shape);
+SC_API sc_tensor *sc_tensor_zeros(sc_ctx *ctx, sc_dtype dtype, int ndim,
+                                  const int64_t *shape);
 
-/* Threads the CPU backend computes with (OpenMP loops and OpenBLAS);
- * 0 means one per core. Call before training, not during a step. */
-void sc_cpu_set_threads(int threads);
-int sc_cpu_threads(void);
+/* Threads the CPU backend computes with (OpenMP loops and OpenBLAS), as
+ * the host set them (scorch_host/context.h). */
+SC_API int sc_cpu_threads(void);
 
 #ifdef __cplusplus
 }

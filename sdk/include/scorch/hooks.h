@@ -30,7 +30,16 @@
  * k=v,...): it lists the keys it knows in scorch_hook_arg_keys, the host
  * refuses any other key before the run starts, and each hook reads the
  * values from ctx->args (scorch/args.h).
- * Thread rule: hooks run on the training thread.
+ *
+ * Since ABI 1.3 sc_hook_actions starts with an ABI header: actions->abi.minor
+ * is the minor the host speaks, and actions->abi.size says which actions
+ * it has. A hook of a table built against newer headers (SC_ABI_HEADER_MIN)
+ * calls an action, and reads a context field, of a later minor only when
+ * actions->abi.minor reaches it. The host hands a table built for 1.0 to
+ * 1.2 the actions as those minors laid them out, without the header.
+ *
+ * Thread tags (scorch/plugin.h): hooks are [training-thread]; actions are
+ * called from the hook, during its call.
  */
 #ifndef SCORCH_HOOKS_H
 #define SCORCH_HOOKS_H
@@ -89,40 +98,49 @@ typedef struct sc_hook_context {
 } sc_hook_context;
 
 typedef struct sc_hook_actions {
+    /* ABI 1.3: SC_ABI_HEADER(sc_hook_actions) as the host was built; the
+     * host checks it before handing the actions to any hook. */
+    sc_abi_header abi;
     void *host;
-    /* Sets the base learning rate (the --lr value); the schedule keeps its
-     * shape relative to it from the next step on. */
+    /* [training-thread] Sets the base learning rate (the --lr value); the
+     * schedule keeps its shape relative to it from the next step on. */
     void (*set_lr)(void *host, double lr);
-    /* Ends training after the current batch, with a checkpoint; the test
-     * pass and train_end still run (early stopping). */
+    /* [training-thread] Ends training after the current batch, with a
+     * checkpoint; the test pass and train_end still run (early stopping). */
     void (*request_stop)(void *host, const char *reason);
-    /* Records a scalar under `tag` in metrics.jsonl and TensorBoard at this
-     * step. */
+    /* [training-thread] Records a scalar under `tag` in metrics.jsonl and
+     * TensorBoard at this step. */
     void (*log_scalar)(void *host, const char *tag, double value);
 
-    /* ABI 1.1. Writes a checkpoint at the next batch boundary: the end of
-     * the current train batch, or the end of the epoch when asked outside
-     * the train batches. */
+    /* [training-thread] ABI 1.1. Writes a checkpoint at the next batch
+     * boundary: the end of the current train batch, or the end of the
+     * epoch when asked outside the train batches. */
     void (*request_checkpoint)(void *host, const char *reason);
-    /* Runs an extra pass over split (SC_SPLIT_VALID or SC_SPLIT_TEST) at
-     * the next batch boundary, logged as phase "valid_extra"/"test_extra". */
+    /* [training-thread] ABI 1.1. Runs an extra pass over split
+     * (SC_SPLIT_VALID or SC_SPLIT_TEST) at the next batch boundary, logged
+     * as phase "valid_extra"/"test_extra". */
     void (*request_eval)(void *host, sc_split split, const char *reason);
-    /* checkpoint_save only: stores size bytes as this hook's entry
-     * "hook/<name>" of the checkpoint being written (copied; a second call
-     * replaces the first). SC_ERR_STATE at any other point. */
+    /* [training-thread] ABI 1.1. checkpoint_save only: stores size bytes as
+     * this hook's entry "hook/<name>" of the checkpoint being written
+     * (copied; a second call replaces the first). SC_ERR_STATE at any
+     * other point. */
     sc_status (*save_blob)(void *host, const void *data, size_t size);
-    /* ABI 1.1. Records `text` under `tag` in TensorBoard's text dashboard
-     * at this step (nothing with --no-tensorboard). SC_ERR_INVALID for a
-     * NULL or empty tag or NULL text: return it from the hook. */
+    /* [training-thread] ABI 1.1. Records `text` under `tag` in
+     * TensorBoard's text dashboard at this step (nothing with
+     * --no-tensorboard). SC_ERR_INVALID for a NULL or empty tag or NULL
+     * text: return it from the hook. */
     sc_status (*log_text)(void *host, const char *tag, const char *text);
-    /* ABI 1.1. Records `image` under `tag` in TensorBoard, as a PNG, at
-     * this step: a CPU tensor, u8 (0..255) or f32 (0..1, clamped), of shape
-     * [H, W] or [C, H, W] with C = 1 (grey) or 3 (RGB); read during the
-     * call only. SC_ERR_INVALID naming what is wrong for any other tensor
-     * (even with --no-tensorboard): return it from the hook. */
+    /* [training-thread] ABI 1.1. Records `image` under `tag` in
+     * TensorBoard, as a PNG, at this step: a CPU tensor, u8 (0..255) or
+     * f32 (0..1, clamped), of shape [H, W] or [C, H, W] with C = 1 (grey)
+     * or 3 (RGB); read during the call only. SC_ERR_INVALID naming what is
+     * wrong for any other tensor (even with --no-tensorboard): return it
+     * from the hook. */
     sc_status (*log_image)(void *host, const char *tag, const sc_tensor *image);
 } sc_hook_actions;
 
+/* [training-thread] A hook: sees ctx (read-only, valid during the call)
+ * and acts only through actions, passing actions->host. */
 typedef sc_status (*sc_hook_fn)(const sc_hook_context *ctx, const sc_hook_actions *actions);
 
 typedef struct sc_hook {

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 
 #include "scorch/context.h"
+#include "scorch/export.h"
 #include "scorch/ops.h"
 #include "scorch/params.h"
 #include "scorch/rng.h"
@@ -45,11 +46,11 @@ typedef struct sc_nn_linear {
 
 /* Creates "<prefix>.weight" and "<prefix>.bias" with PyTorch's default
  * initialisation (uniform +-1/sqrt(IN) for both). */
-sc_status sc_nn_linear_init(sc_nn_linear *layer, sc_params *params, const char *prefix,
-                            int64_t in, int64_t out, bool bias, sc_rng *rng);
+SC_API sc_status sc_nn_linear_init(sc_nn_linear *layer, sc_params *params, const char *prefix,
+                                   int64_t in, int64_t out, bool bias, sc_rng *rng);
 
 /* x [N, IN] -> [N, OUT] */
-sc_tensor *sc_nn_linear_forward(sc_ctx *ctx, const sc_nn_linear *layer, sc_tensor *x);
+SC_API sc_tensor *sc_nn_linear_forward(sc_ctx *ctx, const sc_nn_linear *layer, sc_tensor *x);
 
 /* ---- 2-D convolution ---- */
 
@@ -72,11 +73,11 @@ typedef struct sc_nn_conv2d {
 /* Creates "<prefix>.weight" (and "<prefix>.bias" when config->bias) with
  * PyTorch's default initialisation: uniform +-1/sqrt(fan_in) for both,
  * fan_in = IN / groups * K * K (kaiming_uniform with a = sqrt(5)). */
-sc_status sc_nn_conv2d_init(sc_nn_conv2d *layer, sc_params *params, const char *prefix,
-                            const sc_nn_conv2d_config *config, sc_rng *rng);
+SC_API sc_status sc_nn_conv2d_init(sc_nn_conv2d *layer, sc_params *params, const char *prefix,
+                                   const sc_nn_conv2d_config *config, sc_rng *rng);
 
 /* x [N, IN, H, W] -> [N, OUT, H_out, W_out] (see sc_conv2d). */
-sc_tensor *sc_nn_conv2d_forward(sc_ctx *ctx, const sc_nn_conv2d *layer, sc_tensor *x);
+SC_API sc_tensor *sc_nn_conv2d_forward(sc_ctx *ctx, const sc_nn_conv2d *layer, sc_tensor *x);
 
 /* ---- normalisation ---- */
 
@@ -90,13 +91,13 @@ typedef struct sc_nn_batch_norm {
 /* Creates "<prefix>.weight" (ones), "<prefix>.bias" (zeros) and the
  * buffers "<prefix>.running_mean" (zeros) and "<prefix>.running_var"
  * (ones); momentum 0.1, eps 1e-5, as PyTorch. */
-sc_status sc_nn_batch_norm_init(sc_nn_batch_norm *layer, sc_params *params,
-                                const char *prefix, int64_t channels);
+SC_API sc_status sc_nn_batch_norm_init(sc_nn_batch_norm *layer, sc_params *params,
+                                       const char *prefix, int64_t channels);
 
 /* x [N, C] or [N, C, H, W] -> same shape; batch statistics in training
  * mode (updating the running ones), running statistics in eval mode. */
-sc_tensor *sc_nn_batch_norm_forward(sc_ctx *ctx, const sc_nn_batch_norm *layer,
-                                    sc_tensor *x);
+SC_API sc_tensor *sc_nn_batch_norm_forward(sc_ctx *ctx, const sc_nn_batch_norm *layer,
+                                           sc_tensor *x);
 
 typedef struct sc_nn_layer_norm {
     char name[SC_NN_NAME_MAX];
@@ -105,12 +106,12 @@ typedef struct sc_nn_layer_norm {
 } sc_nn_layer_norm;
 
 /* Creates "<prefix>.weight" (ones) and "<prefix>.bias" (zeros); eps 1e-5. */
-sc_status sc_nn_layer_norm_init(sc_nn_layer_norm *layer, sc_params *params,
-                                const char *prefix, int64_t features);
+SC_API sc_status sc_nn_layer_norm_init(sc_nn_layer_norm *layer, sc_params *params,
+                                       const char *prefix, int64_t features);
 
 /* x [..., D] -> same shape, normalised over D. */
-sc_tensor *sc_nn_layer_norm_forward(sc_ctx *ctx, const sc_nn_layer_norm *layer,
-                                    sc_tensor *x);
+SC_API sc_tensor *sc_nn_layer_norm_forward(sc_ctx *ctx, const sc_nn_layer_norm *layer,
+                                           sc_tensor *x);
 
 /* ---- blocks ---- */
 
@@ -125,11 +126,11 @@ typedef struct sc_nn_conv_bn {
 } sc_nn_conv_bn;
 
 /* config->bias is ignored (always none). */
-sc_status sc_nn_conv_bn_init(sc_nn_conv_bn *block, sc_params *params, const char *prefix,
-                             const sc_nn_conv2d_config *config, bool relu, sc_rng *rng);
+SC_API sc_status sc_nn_conv_bn_init(sc_nn_conv_bn *block, sc_params *params, const char *prefix,
+                                    const sc_nn_conv2d_config *config, bool relu, sc_rng *rng);
 
 /* x [N, IN, H, W] -> [N, OUT, H_out, W_out] */
-sc_tensor *sc_nn_conv_bn_forward(sc_ctx *ctx, const sc_nn_conv_bn *block, sc_tensor *x);
+SC_API sc_tensor *sc_nn_conv_bn_forward(sc_ctx *ctx, const sc_nn_conv_bn *block, sc_tensor *x);
 
 /* Squeeze and excitation (Hu et al.): channel weights from the global
  * average, y = x * sigmoid(W2 relu(W1 mean_hw(x))). "<prefix>.reduce"
@@ -140,11 +141,11 @@ typedef struct sc_nn_se {
     sc_nn_linear reduce, expand;
 } sc_nn_se;
 
-sc_status sc_nn_se_init(sc_nn_se *block, sc_params *params, const char *prefix,
-                        int64_t channels, int64_t reduction, sc_rng *rng);
+SC_API sc_status sc_nn_se_init(sc_nn_se *block, sc_params *params, const char *prefix,
+                               int64_t channels, int64_t reduction, sc_rng *rng);
 
 /* x [N, C, H, W] -> [N, C, H, W] */
-sc_tensor *sc_nn_se_forward(sc_ctx *ctx, const sc_nn_se *block, sc_tensor *x);
+SC_API sc_tensor *sc_nn_se_forward(sc_ctx *ctx, const sc_nn_se *block, sc_tensor *x);
 
 /* A basic residual block (He et al.): y = relu(F(x) + S(x)), where
  * F = conv3x3(stride)-bn-relu, conv3x3-bn, then SE when asked, and S is x
@@ -160,12 +161,12 @@ typedef struct sc_nn_residual {
 } sc_nn_residual;
 
 /* se_reduction: 0 for no SE block, else its reduction ratio r. */
-sc_status sc_nn_residual_init(sc_nn_residual *block, sc_params *params, const char *prefix,
-                              int64_t in, int64_t out, int stride, int64_t se_reduction,
-                              sc_rng *rng);
+SC_API sc_status sc_nn_residual_init(sc_nn_residual *block, sc_params *params, const char *prefix,
+                                     int64_t in, int64_t out, int stride, int64_t se_reduction,
+                                     sc_rng *rng);
 
 /* x [N, IN, H, W] -> [N, OUT, H / stride, W / stride] (rounded up) */
-sc_tensor *sc_nn_residual_forward(sc_ctx *ctx, const sc_nn_residual *block, sc_tensor *x);
+SC_API sc_tensor *sc_nn_residual_forward(sc_ctx *ctx, const sc_nn_residual *block, sc_tensor *x);
 
 #ifdef __cplusplus
 }

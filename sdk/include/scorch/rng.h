@@ -12,6 +12,8 @@
 
 #include <stdint.h>
 
+#include "scorch/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -22,15 +24,15 @@ typedef struct sc_rng {
 
 /* Seeds from a seed and a stream id; different ids give independent
  * streams. */
-void sc_rng_init(sc_rng *rng, uint64_t seed, uint64_t stream);
+SC_API void sc_rng_init(sc_rng *rng, uint64_t seed, uint64_t stream);
 
 /* Mixes several words into one stream id, e.g. sc_rng_mix(epoch, index). */
-uint64_t sc_rng_mix(uint64_t a, uint64_t b);
+SC_API uint64_t sc_rng_mix(uint64_t a, uint64_t b);
 
-uint64_t sc_rng_u64(sc_rng *rng);
-float sc_rng_uniform(sc_rng *rng);          /* [0, 1) */
-float sc_rng_normal(sc_rng *rng);           /* mean 0, std 1 */
-uint64_t sc_rng_below(sc_rng *rng, uint64_t n); /* [0, n), unbiased; n > 0 */
+SC_API uint64_t sc_rng_u64(sc_rng *rng);
+SC_API float sc_rng_uniform(sc_rng *rng);          /* [0, 1) */
+SC_API float sc_rng_normal(sc_rng *rng);           /* mean 0, std 1 */
+SC_API uint64_t sc_rng_below(sc_rng *rng, uint64_t n); /* [0, n), unbiased; n > 0 */
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "scorch/export.h"
 #include "scorch/plugin.h"
 #include "scorch/status.h"
 
@@ -47,20 +48,20 @@ typedef struct sc_schedule {
 
 /* PyTorch-like defaults: step_epochs 30, gamma 0.1, factor 0.1,
  * patience 10, threshold 1e-4, min_lr 0, no warmup. */
-sc_schedule_config sc_schedule_defaults(sc_schedule_kind kind);
+SC_API sc_schedule_config sc_schedule_defaults(sc_schedule_kind kind);
 
 /* "constant", "step", "cosine", "plateau" <-> kind. */
-sc_status sc_schedule_kind_parse(const char *name, sc_schedule_kind *out);
-const char *sc_schedule_kind_name(sc_schedule_kind kind);
+SC_API sc_status sc_schedule_kind_parse(const char *name, sc_schedule_kind *out);
+SC_API const char *sc_schedule_kind_name(sc_schedule_kind kind);
 
-sc_status sc_schedule_init(sc_schedule *s, const sc_schedule_config *config,
-                           int64_t steps_per_epoch, int64_t total_steps);
+SC_API sc_status sc_schedule_init(sc_schedule *s, const sc_schedule_config *config,
+                                  int64_t steps_per_epoch, int64_t total_steps);
 
 /* The lr for optimizer step `step` (0-based). */
-double sc_schedule_lr(const sc_schedule *s, double base_lr, int64_t step);
+SC_API double sc_schedule_lr(const sc_schedule *s, double base_lr, int64_t step);
 
 /* End of an epoch: the plateau schedule records the monitored metric. */
-void sc_schedule_observe(sc_schedule *s, double metric);
+SC_API void sc_schedule_observe(sc_schedule *s, double metric);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "scorch/export.h"
 #include "scorch/tensor.h"
 
 #ifdef __cplusplus
@@ -24,36 +25,36 @@ extern "C" {
 
 typedef struct sc_ckpt_writer sc_ckpt_writer;
 
-sc_status sc_ckpt_writer_open(const char *path, sc_ckpt_writer **out);
+SC_API sc_status sc_ckpt_writer_open(const char *path, sc_ckpt_writer **out);
 /* t's data must be host memory. Names are unique within a file. */
-sc_status sc_ckpt_write_tensor(sc_ckpt_writer *w, const char *name, const sc_tensor *t);
-sc_status sc_ckpt_write_blob(sc_ckpt_writer *w, const char *name, const void *data,
-                             size_t size);
+SC_API sc_status sc_ckpt_write_tensor(sc_ckpt_writer *w, const char *name, const sc_tensor *t);
+SC_API sc_status sc_ckpt_write_blob(sc_ckpt_writer *w, const char *name, const void *data,
+                                    size_t size);
 /* Finishes, syncs and renames into place; frees w whatever happens. */
-sc_status sc_ckpt_writer_commit(sc_ckpt_writer *w);
+SC_API sc_status sc_ckpt_writer_commit(sc_ckpt_writer *w);
 /* Removes the temporary file and frees w. */
-void sc_ckpt_writer_abort(sc_ckpt_writer *w);
+SC_API void sc_ckpt_writer_abort(sc_ckpt_writer *w);
 
 typedef struct sc_ckpt sc_ckpt;
 
 /* Reads and verifies a whole checkpoint. */
-sc_status sc_ckpt_open(const char *path, sc_ckpt **out);
-void sc_ckpt_close(sc_ckpt *ck);
+SC_API sc_status sc_ckpt_open(const char *path, sc_ckpt **out);
+SC_API void sc_ckpt_close(sc_ckpt *ck);
 
-int sc_ckpt_count(const sc_ckpt *ck);
-const char *sc_ckpt_name(const sc_ckpt *ck, int i);
-bool sc_ckpt_has(const sc_ckpt *ck, const char *name);
+SC_API int sc_ckpt_count(const sc_ckpt *ck);
+SC_API const char *sc_ckpt_name(const sc_ckpt *ck, int i);
+SC_API bool sc_ckpt_has(const sc_ckpt *ck, const char *name);
 
 /* Copies the named tensor into dst (host memory), which must have the same
  * dtype and shape: a mismatch or a missing name is an error naming both. */
-sc_status sc_ckpt_read_tensor(const sc_ckpt *ck, const char *name, sc_tensor *dst);
+SC_API sc_status sc_ckpt_read_tensor(const sc_ckpt *ck, const char *name, sc_tensor *dst);
 
 /* A read-only view of the named tensor (its data lives in ck), or NULL
  * when absent or a blob. */
-const sc_tensor *sc_ckpt_tensor(const sc_ckpt *ck, const char *name);
+SC_API const sc_tensor *sc_ckpt_tensor(const sc_ckpt *ck, const char *name);
 
 /* The named blob's bytes (owned by ck), or NULL when absent. */
-const void *sc_ckpt_blob(const sc_ckpt *ck, const char *name, size_t *size);
+SC_API const void *sc_ckpt_blob(const sc_ckpt *ck, const char *name, size_t *size);
 
 #ifdef __cplusplus
 }

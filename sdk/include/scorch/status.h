@@ -9,6 +9,8 @@
 #ifndef SCORCH_STATUS_H
 #define SCORCH_STATUS_H
 
+#include "scorch/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -27,25 +29,25 @@ typedef enum sc_status {
 
 /* Records a printf-style message for the calling thread and returns code,
  * so that `return sc_error_set(SC_ERR_IO, "...")` reads naturally. */
-sc_status sc_error_set(sc_status code, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+SC_API sc_status sc_error_set(sc_status code, const char *fmt, ...)
+           __attribute__((format(printf, 2, 3)));
 
 /* Prefixes the current message with more context ("loading x.ckpt: ...")
  * and returns code. */
-sc_status sc_error_wrap(sc_status code, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+SC_API sc_status sc_error_wrap(sc_status code, const char *fmt, ...)
+           __attribute__((format(printf, 2, 3)));
 
 /* The calling thread's last message; "" when none. Valid until the next
  * sc_error_set/wrap/clear on this thread. */
-const char *sc_error_message(void);
+SC_API const char *sc_error_message(void);
 
 /* The code of the calling thread's last sc_error_set/wrap (SC_OK after
  * sc_error_clear): what a plugin returns after an op gave NULL. */
-sc_status sc_error_code(void);
-void sc_error_clear(void);
+SC_API sc_status sc_error_code(void);
+SC_API void sc_error_clear(void);
 
 /* "invalid argument", "I/O error", ... */
-const char *sc_status_name(sc_status status);
+SC_API const char *sc_status_name(sc_status status);
 
 /* Propagates a failure status to the caller. */
 #define SC_TRY(expr)                                                           \

@@ -6,6 +6,7 @@
 #define SCORCH_SUMMARY_H
 
 #include "scorch/context.h"
+#include "scorch/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,7 +24,7 @@ typedef struct sc_layer_info {
 /* Rows for the context's current tape (run the forward with grad mode
  * on, so parameterised ops are taped). Fills at most max rows; *count is
  * the number of layers, which may exceed max. */
-sc_status sc_summary_layers(const sc_ctx *ctx, sc_layer_info *rows, int max, int *count);
+SC_API sc_status sc_summary_layers(const sc_ctx *ctx, sc_layer_info *rows, int max, int *count);
 
 #ifdef __cplusplus
 }

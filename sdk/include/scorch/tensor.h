@@ -10,6 +10,9 @@
  *   - host-side buffers (batches, checkpoint staging) are made with
  *     sc_tensor_alloc() and released with sc_tensor_free().
  * Tensors are always contiguous; sc_reshape() makes views that share data.
+ * The struct holds no autograd state (that lives on the context's tape),
+ * so a tensor a plugin fills itself (sc_tensor_init) is as good an op
+ * input as one libscorch made.
  */
 #ifndef SCORCH_TENSOR_H
 #define SCORCH_TENSOR_H
@@ -18,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "scorch/export.h"
 #include "scorch/status.h"
 
 #ifdef __cplusplus
@@ -64,43 +68,40 @@ struct sc_tensor {
     uint32_t flags;
     sc_tensor *grad;  /* same shape, F32; NULL until backward reaches it */
     const char *name; /* parameters only */
-    /* Autograd bookkeeping; not for plugin code. */
-    struct sc_node *producer; /* tape node that computed it, or NULL */
-    uint64_t visit;
 };
 
-size_t sc_dtype_size(sc_dtype dtype);
-const char *sc_dtype_name(sc_dtype dtype);
+SC_API size_t sc_dtype_size(sc_dtype dtype);
+SC_API const char *sc_dtype_name(sc_dtype dtype);
 
 /* Fills t's dtype/shape/numel (data, device and flags are left zero).
  * Fails on a negative dimension, ndim outside 0..SC_MAX_DIMS, or a shape
  * too large for int64_t: the product of its nonzero dimensions, times the
  * dtype's size, must fit (so no element, byte or row count overflows, even
  * of a tensor that a zero dimension makes empty). */
-sc_status sc_tensor_init(sc_tensor *t, sc_dtype dtype, int ndim,
-                         const int64_t *shape);
+SC_API sc_status sc_tensor_init(sc_tensor *t, sc_dtype dtype, int ndim,
+                                const int64_t *shape);
 
 /* A host (CPU) tensor with zeroed storage that the caller owns; NULL with a
  * message on failure. Free with sc_tensor_free. */
-sc_tensor *sc_tensor_alloc(sc_dtype dtype, int ndim, const int64_t *shape);
-void sc_tensor_free(sc_tensor *t);
+SC_API sc_tensor *sc_tensor_alloc(sc_dtype dtype, int ndim, const int64_t *shape);
+SC_API void sc_tensor_free(sc_tensor *t);
 
-size_t sc_tensor_nbytes(const sc_tensor *t);
+SC_API size_t sc_tensor_nbytes(const sc_tensor *t);
 
 /* a * b into *product; false, leaving *product alone, when the product
  * does not fit int64_t. For counts computed from sizes that come from
  * files, plugins or the command line (shapes, batch sizes). */
-bool sc_mul_i64(int64_t a, int64_t b, int64_t *product);
-bool sc_tensor_same_shape(const sc_tensor *a, const sc_tensor *b);
+SC_API bool sc_mul_i64(int64_t a, int64_t b, int64_t *product);
+SC_API bool sc_tensor_same_shape(const sc_tensor *a, const sc_tensor *b);
 
 /* The data as float (only for SC_F32 tensors). */
 static inline float *sc_tensor_f32(const sc_tensor *t) { return (float *)t->data; }
 
 /* "[128, 784]" into buf; returns buf. */
-char *sc_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
+SC_API char *sc_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
 
 /* Reads element i of an integer tensor (I32, I64 or U8) as int64. */
-int64_t sc_tensor_get_int(const sc_tensor *t, int64_t i);
+SC_API int64_t sc_tensor_get_int(const sc_tensor *t, int64_t i);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,8 @@
 extern "C" {
 #endif
 
+/* [control-thread] Runs for `scorch-ctl RUN_DIR call NAME k=v,...`, one call
+ * at a time, concurrently with the training thread. */
 typedef sc_status (*sc_user_fn)(const sc_args *args, char *out, size_t out_size);
 
 typedef struct sc_user_func {

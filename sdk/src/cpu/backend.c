@@ -2,7 +2,9 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include "../host_only.h"
 #include "cpu.h"
+#include "scorch_host/context.h"
 
 static const sc_kernel *const cpu_kernels[SC_OP_COUNT] = {
 #define SC_CPU_KERNEL_ENTRY(id, name) [SC_OP_##id] = &sc_cpu_kernel_##name,
@@ -14,6 +16,8 @@ const sc_kernel *sc_cpu_kernel(sc_op_id op) { return cpu_kernels[op]; }
 
 void sc_cpu_set_threads(int threads)
 {
+    if (sc_host_only(__func__) != SC_OK)
+        return;
     if (threads <= 0)
         threads = omp_get_num_procs();
     omp_set_num_threads(threads);

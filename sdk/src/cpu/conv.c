@@ -35,11 +35,6 @@
  * in and out, 15% faster than im2col; at 4 in, 20% slower). */
 enum { COL_BUDGET = 1 << 16, WINO_MIN_CHANNELS = 8 };
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
 typedef struct conv_geom {
     int64_t n, c, h, w;    /* x [N, C, H, W] */
     int64_t oc, oh, ow;    /* y [N, OC, OH, OW] */

@@ -31,10 +31,6 @@
  * (98 to 392 measured alike on the cnn's 14x14 layer). */
 enum { TILES = 100, XI = 16 };
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
 typedef struct f2 { float v0, v1; } f2;
 typedef struct f3 { float v0, v1, v2; } f3;
 typedef struct f4 { float v0, v1, v2, v3; } f4;

@@ -11,6 +11,13 @@
 /* Below this many elements an element-wise loop runs on one thread. */
 enum { SC_CPU_PAR_MIN = 1 << 15 };
 
+/* For the small helpers of a kernel's inner loop, which must inline for
+ * the loop to vectorise whatever the compiler's own judgement. */
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
 #define SC_CPU_KERNEL_DECL(id, name) extern const sc_kernel sc_cpu_kernel_##name;
 SC_OP_LIST(SC_CPU_KERNEL_DECL)
 #undef SC_CPU_KERNEL_DECL

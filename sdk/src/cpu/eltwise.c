@@ -11,10 +11,6 @@ enum { CHUNK = 8192, COL_BLOCK = 64 };
 
 static const float inv_sqrt_2 = 0.70710678118654752f, inv_sqrt_2pi = 0.39894228040143268f;
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
 /* ---------------------------------------------------------------------
  * Broadcasting. The output index space is described with dimensions of 1
  * dropped and neighbours that broadcast alike merged, so [N, C] + [N, C]

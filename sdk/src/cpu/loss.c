@@ -8,8 +8,6 @@
 
 enum { CHUNK = 8192, MAX_CHUNKS = 64 };
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
 /* ---------------------------------------------------------------------
  * Rows: x [R, C] with C the last dimension. */
 

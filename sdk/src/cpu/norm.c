@@ -17,8 +17,6 @@
 
 enum { COL_BLOCK = 256 };
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
 /* Over i < len: s[0] += sum (u_i - ku) w_i and s[1] += sum (u_i - ku) w_i
  * (v_i - kv), with w = 1 when NULL. Shifting by a value near the mean keeps
  * a sum of squares exact enough for the variance. The sums run in vector

@@ -6,8 +6,6 @@
 
 #include "cpu.h"
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
 typedef struct pool_geom {
     int64_t planes, h, w, oh, ow; /* x [planes, H, W] -> y [planes, OH, OW] */
     sc_pool2d_params p;

@@ -1,6 +1,6 @@
 /* The CUDA backend's kernel table (every op in the registry, defined in
  * the .cu files beside this one) and the table of the whole backend that
- * libscorch_cuda exports (cuda_api.h), its only visible symbol. */
+ * libscorch gets from sc_cuda_backend_open (cuda_api.h, core.c). */
 #include "cuda_impl.h"
 
 static const sc_kernel *const cuda_kernels[SC_OP_COUNT] = {
@@ -11,8 +11,7 @@ static const sc_kernel *const cuda_kernels[SC_OP_COUNT] = {
 
 const sc_kernel *sc_cuda_kernel(sc_op_id op) { return cuda_kernels[op]; }
 
-__attribute__((visibility("default"))) const sc_cuda_api sc_cuda_backend_api = {
-    .version = SC_CUDA_API_VERSION,
+const sc_cuda_api sc_cuda_backend_api = {
     .device_count = sc_cuda_device_count,
     .device_info = sc_cuda_device_info,
     .memory_used = sc_device_memory_used,

@@ -3,10 +3,7 @@
  * one thread over them in order), the scale computed and applied on the
  * device (the host never waits for the norm), and the clamp. */
 #include "cuda_impl.h"
-
-#define GRID_STRIDE(i, n)                                                      \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
-         i += (int64_t)gridDim.x * blockDim.x)
+#include "device_math.cuh"
 
 /* partials[block] = sum of g[i]^2 over the block's grid-stride elements,
  * in double; the block's threads summed in a fixed tree. */

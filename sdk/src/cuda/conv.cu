@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "cuda_impl.h"
+#include "device_math.cuh"
 
 typedef enum conv_dir {
     CONV_FORWARD,
@@ -296,8 +297,7 @@ template <typename T>
 static __global__ void conv_store_kernel(float *out, const T *src, const float *bias,
                                          int64_t channels, int64_t hw, int64_t n, bool accumulate)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    GRID_STRIDE(i, n) {
         float v = (float)src[i];
         if (bias)
             v += bias[i / hw % channels];

@@ -178,6 +178,11 @@ sc_status sc_cudnn_tensor_4d(cudnnTensorDescriptor_t *desc, cudnnDataType_t type
 SC_OP_LIST(SC_CUDA_KERNEL_DECL)
 #undef SC_CUDA_KERNEL_DECL
 
+/* The backend's table (backend.c), which its one exported function
+ * returns to libscorch (core.c; sc_cuda_backend_open_fn). */
+extern const sc_cuda_api sc_cuda_backend_api;
+const sc_cuda_api *sc_cuda_backend_open(int version, const sc_cuda_core *core);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,6 +3,13 @@
 #ifndef SCORCH_CUDA_DEVICE_MATH_CUH
 #define SCORCH_CUDA_DEVICE_MATH_CUH
 
+/* for (i = this thread's first index; i < n; i += the grid's thread count):
+ * a loop over n elements whatever the grid's size, each element visited by
+ * one thread. */
+#define GRID_STRIDE(i, n)                                                      \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
+         i += (int64_t)gridDim.x * blockDim.x)
+
 /* The sum of v over the 32 lanes of a warp, in every lane. */
 static __device__ __forceinline__ float warp_sum(float v)
 {

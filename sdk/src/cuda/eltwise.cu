@@ -12,10 +12,6 @@
  * thread per element (no broadcast, or many short sums). */
 enum { GRAD_BLOCK_TERMS = 32, GRAD_BLOCK_ELEMS = 1 << 16 };
 
-#define GRID_STRIDE(i, n)                                                      \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
-         i += (int64_t)gridDim.x * blockDim.x)
-
 /* ---------------------------------------------------------------------
  * Broadcasting. An index space is a row-major grid of dimensions and, for
  * two tensors, the stride each steps by along every dimension (0 where it

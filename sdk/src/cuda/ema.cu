@@ -1,10 +1,7 @@
 /* CUDA kernels of the EMA of weights (scorch/ema.h): one launch per range
  * of parameters in the flat buffers, the same formulas as ema.c. */
 #include "cuda_impl.h"
-
-#define GRID_STRIDE(i, n)                                                      \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
-         i += (int64_t)gridDim.x * blockDim.x)
+#include "device_math.cuh"
 
 /* e, p: [n]; e = lerp(e, p, w) */
 static __global__ void ema_lerp_kernel(float *e, const float *p, int64_t n, float w)

@@ -12,6 +12,7 @@
  * bf16 multiplies bf16 copies of both inputs, accumulating and writing
  * fp32. Backward accumulates into the gradients (beta = 1). */
 #include "cuda_impl.h"
+#include "device_math.cuh"
 
 /* A leading dimension: cuBLAS wants one >= 1 even for an empty matrix. */
 static int ld_of(int64_t cols) { return cols > 1 ? (int)cols : 1; }
@@ -40,8 +41,7 @@ static sc_status gemm(sc_ctx *ctx, cublasOperation_t op_a, cublasOperation_t op_
 static __global__ void broadcast_rows_kernel(float *y, const float *b, int64_t rows, int64_t cols)
 {
     int64_t n = rows * cols;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    GRID_STRIDE(i, n)
         y[i] = b[i % cols];
 }
 

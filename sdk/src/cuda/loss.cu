@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "cuda_impl.h"
+#include "device_math.cuh"
 
 /* Blocks of a reduction's first pass, and threads of its last. */
 enum { REDUCE_BLOCKS = 1024, FINISH_THREADS = 1024 };
@@ -12,10 +13,6 @@ enum { REDUCE_BLOCKS = 1024, FINISH_THREADS = 1024 };
 /* The most threads a row block or a finishing block has: kernels launched
  * with that many are compiled to fit (at most 64 registers a thread). */
 #define MAX_BLOCK_THREADS 1024
-
-#define GRID_STRIDE(i, n)                                                      \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
-         i += (int64_t)gridDim.x * blockDim.x)
 
 /* The block's threads over the elements of its row. */
 #define ROW_STRIDE(j, c) for (int64_t j = threadIdx.x; j < (c); j += blockDim.x)

@@ -97,8 +97,7 @@ static __global__ void bn_running_stats_kernel(const float *running_mean,
                                                const float *running_var, float eps, float *mean,
                                                float *rstd, int64_t c)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < c;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    GRID_STRIDE(i, c) {
         mean[i] = running_mean[i];
         rstd[i] = (float)(1.0 / sqrt((double)running_var[i] + eps));
     }
@@ -132,8 +131,7 @@ static __global__ void bn_running_input_grad_kernel(const float *g, const float 
                                                     const float *rstd, float *gx, int64_t c,
                                                     int64_t s, int64_t n)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    GRID_STRIDE(i, n) {
         int64_t ch = i / s % c;
         gx[i] += g[i] * (w[ch] * rstd[ch]);
     }
@@ -364,8 +362,7 @@ static __global__ void layer_norm_param_partials_kernel(const float *x, const fl
 static __global__ void layer_norm_param_sums_kernel(const float *part, float *gw, float *gb,
                                                     int64_t chunks, int64_t d)
 {
-    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < d;
-         j += (int64_t)gridDim.x * blockDim.x) {
+    GRID_STRIDE(j, d) {
         float sum_gxh = 0.0f, sum_g = 0.0f;
         for (int64_t k = 0; k < chunks; k++) {
             sum_gxh += part[k * d + j];

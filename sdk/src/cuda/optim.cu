@@ -6,10 +6,6 @@
 #include "cuda_impl.h"
 #include "device_math.cuh"
 
-#define GRID_STRIDE(i, n)                                                      \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
-         i += (int64_t)gridDim.x * blockDim.x)
-
 /* *nonfinite = 1 when *loss or one of g [n] is not finite. The threads
  * that find one all write the same value, so no atomic is needed, and a
  * finite step writes nothing. */

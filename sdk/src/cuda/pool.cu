@@ -139,8 +139,7 @@ static __global__ void plane_mean_kernel(const float *x, float *y, int64_t plane
 static __global__ void plane_spread_kernel(const float *gy, float *gx, int64_t hw, int64_t n,
                                            float inv)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    GRID_STRIDE(i, n)
         gx[i] += gy[i / hw] * inv;
 }
 

@@ -4,10 +4,7 @@
  * rows into place, backward adds them back out (one input after another,
  * so an input given twice accumulates both gradients). */
 #include "cuda_impl.h"
-
-#define GRID_STRIDE(i, n)                                                      \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
-         i += (int64_t)gridDim.x * blockDim.x)
+#include "device_math.cuh"
 
 /* gx [n] += gy [n] */
 static __global__ void add_kernel(const float *gy, float *gx, int64_t n)

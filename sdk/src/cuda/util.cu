@@ -3,28 +3,26 @@
 #include <cuda_bf16.h>
 
 #include "cuda_impl.h"
+#include "device_math.cuh"
 
 /* p [n] = value */
 static __global__ void fill_kernel(float *p, float value, int64_t n)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    GRID_STRIDE(i, n)
         p[i] = value;
 }
 
 /* p [n] *= factor */
 static __global__ void scale_kernel(float *p, float factor, int64_t n)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    GRID_STRIDE(i, n)
         p[i] *= factor;
 }
 
 /* y [n] = bf16(x [n]), rounded to nearest even */
 static __global__ void to_bf16_kernel(__nv_bfloat16 *y, const float *x, int64_t n)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    GRID_STRIDE(i, n)
         y[i] = __float2bfloat16_rn(x[i]);
 }
 

@@ -222,7 +222,7 @@ Test(config, command_line_syntax_errors_name_the_argument)
 Test(config, bad_values_name_option_and_value)
 {
     static const char *const bad[][2] = {
-        {"epochs", "0"},          {"epochs", "three"},       {"epochs", "99999999999"},
+        {"epochs", "-1"},         {"epochs", "three"},       {"epochs", "99999999999"},
         {"batch-size", "0"},      {"lr", "0"},               {"lr", "-0.1"},
         {"lr", "nan"},            {"lr", "1e-3x"},           {"workers", "-1"},
         {"keep-last", "0"},       {"optimizer", "sgdd"},     {"lr-schedule", "linear"},
@@ -953,7 +953,7 @@ Test(config, a_value_given_to_a_flag_shows_its_two_forms)
     cr_assert(!c.drop_last && c.tensorboard);
 }
 
-/* ---- optimizer defaults: PyTorch's, per optimizer (issue 15) ---------- */
+/* ---- optimizer defaults: PyTorch's, per optimizer ---- */
 
 /* The resolved config.ini of c, into a static buffer. */
 static const char *ini_text(const host_config *c)

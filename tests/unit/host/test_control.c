@@ -346,8 +346,8 @@ static sc_status fn_ok(const sc_args *args, char *out, size_t size)
 
 #define FUNCS(...)                                                                       \
     ((sc_user_func_table){SC_ABI_HEADER(sc_user_func_table),                             \
-                          (int)(sizeof((const sc_user_func[]){__VA_ARGS__}) /             \
-                                sizeof(sc_user_func)),                                    \
+                          (int)(sizeof((const sc_user_func[]){__VA_ARGS__}) /            \
+                                sizeof(sc_user_func)),                                   \
                           (const sc_user_func[]){__VA_ARGS__}})
 
 static void assert_funcs_refused(sc_user_func_table table, const char *part)

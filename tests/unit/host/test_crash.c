@@ -1,4 +1,4 @@
-/* test_crash.c — the fatal-signal report (host/crash.h), from a child
+/* test_crash.c — the fatal-signal report (host/base/crash.h), from a child
  * process that crashes on purpose, and a failed plugin call's message. */
 #include <criterion/criterion.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-/* The threads transport (host/dist_threads.c), the one replicas use: its
+/* The threads transport (host/dist/comm_threads.c), the one replicas use: its
  * collectives on real threads, rounds that reuse buckets, sums that are
  * the same bits on every rank, and the deadline that ends a job whose
  * rank stops answering. */
@@ -72,7 +72,7 @@ static void *rank_main(void *arg)
             for (int64_t i = 0; i < sizes[b]; i++)
                 run->sums_right &= run->grads[b][i] == sum_of(b, i, k);
         }
-        int check = 0; /* dist.c's check between steps */
+        int check = 0; /* the data-parallel layer's check between steps */
         ops->max_ints(c, &check, 1, "check");
     }
     ops->close(c);

@@ -7,6 +7,8 @@
 
 #include "control/hook_set.h"
 #include "base/plugin_loader.h"
+#include "../../fixtures/future_abi.h"
+#include "scorch_host/params.h"
 
 /* Each test hook appends its tag to `calls`. */
 static char calls[256];
@@ -18,7 +20,7 @@ static void record(const char *tag)
 }
 
 #define RECORDING_HOOK(tag)                                                              \
-    static sc_status hook_##tag(const sc_hook_context *ctx, const sc_hook_actions *a)     \
+    static sc_status hook_##tag(const sc_hook_context *ctx, const sc_hook_actions *a)    \
     {                                                                                    \
         record(#tag);                                                                    \
         return SC_OK;                                                                    \
@@ -61,7 +63,7 @@ static host_hook_set *new_set(void)
 static sc_status run(host_hook_set *set, const char *point)
 {
     sc_hook_context ctx = {.point = point, .epoch = 1, .step = 7, .lr = 0.1};
-    sc_hook_actions actions = {0};
+    sc_hook_actions actions = {.abi = SC_ABI_HEADER(sc_hook_actions)};
     calls[0] = '\0';
     return host_hook_set_run(set, point, &ctx, &actions);
 }
@@ -168,7 +170,8 @@ Test(hook_set, hooks_act_through_the_actions_table)
     sc_hook_table t = TABLE({"epoch_end", "halve_lr", hook_set_lr, 0});
     cr_assert_eq(host_hook_set_add(set, &t, "t.so", NULL), SC_OK);
     sc_hook_context ctx = {.point = "epoch_end", .lr = 0.5};
-    sc_hook_actions actions = {.host = &new_lr, .set_lr = record_lr};
+    sc_hook_actions actions = {SC_ABI_HEADER(sc_hook_actions), .host = &new_lr,
+                               .set_lr = record_lr};
     cr_assert_eq(host_hook_set_run(set, "epoch_end", &ctx, &actions), SC_OK);
     cr_expect_eq(new_lr, 0.25);
     host_hook_set_free(set);
@@ -280,7 +283,7 @@ Test(hook_set, each_hook_sees_its_name_and_its_own_blob)
     cr_assert_eq(host_hook_blobs_put(&blobs, "gone", "x", 1), SC_OK);    /* no such hook */
     cr_expect_eq(blobs.n, 2);
     sc_hook_context ctx = {.point = "checkpoint_load"};
-    sc_hook_actions actions = {0};
+    sc_hook_actions actions = {.abi = SC_ABI_HEADER(sc_hook_actions)};
     seen[0] = '\0';
     cr_assert_eq(host_hook_set_run_load(blob_set, &ctx, &actions, &blobs), SC_OK);
     cr_expect_str_eq(seen, "first:-:first,second:two:second");
@@ -346,7 +349,7 @@ Test(hook_set, fixture_hooks_load_and_run)
                  sc_error_message());
     cr_expect_eq(host_hook_set_count(set), 2);
 
-    sc_hook_actions actions = {.log_scalar = record_scalar};
+    sc_hook_actions actions = {SC_ABI_HEADER(sc_hook_actions), .log_scalar = record_scalar};
     sc_hook_context ctx = {.point = "epoch_end", .epoch = 3};
     cr_assert_eq(host_hook_set_run(set, "epoch_end", &ctx, &actions), SC_OK);
     cr_expect_eq(logged, 3);
@@ -382,4 +385,95 @@ Test(hook_set, fixture_with_a_misspelt_point_is_refused)
 Test(hook_set, fixture_with_a_duplicate_name_is_refused)
 {
     assert_fixture_refused("hooks_dup", "hook name 'log_epoch' appears twice");
+}
+
+/* ---- the actions' ABI header ---- */
+
+Test(hook_set, actions_without_their_header_are_refused)
+{
+    host_hook_set *set = new_set();
+    sc_hook_table t = TABLE({"epoch_end", "a1", hook_a1, 0});
+    cr_assert_eq(host_hook_set_add(set, &t, "t.so", NULL), SC_OK);
+    sc_hook_context ctx = {.point = "epoch_end"};
+    sc_hook_actions actions = {.host = NULL};
+    calls[0] = '\0';
+    cr_expect_eq(host_hook_set_run(set, "epoch_end", &ctx, &actions), SC_ERR_STATE);
+    assert_message_has("the actions given to the hooks at epoch_end: hook actions has a bad "
+                       "magic number 0x00000000");
+    cr_expect_str_eq(calls, "", "no hook ran");
+    actions.abi = (sc_abi_header){SC_ABI_MAGIC, SC_ABI_MAJOR, SC_ABI_MINOR, 16};
+    cr_expect_eq(host_hook_set_run(set, "epoch_end", &ctx, &actions), SC_ERR_STATE);
+    assert_message_has("hook actions declares 16 bytes");
+    cr_expect_eq(run(set, "train_end"), SC_OK, "a point without hooks needs no actions");
+    host_hook_set_free(set);
+}
+
+/* Every tag and value a hook logged, as "tag=value,...". */
+static char scalars[256];
+static void log_any(void *host, const char *tag, double value)
+{
+    size_t used = strlen(scalars);
+    snprintf(scalars + used, sizeof scalars - used, "%s%s=%g", used ? "," : "", tag, value);
+}
+
+static void add_fixture(host_hook_set *set, host_plugin_lib *lib, const char *name)
+{
+    cr_assert_eq(host_hooks_lib_open(fixture(name), NULL, lib), SC_OK, "%s", sc_error_message());
+    cr_assert_eq(host_hook_set_add(set, lib->hooks, lib->path, NULL), SC_OK, "%s",
+                 sc_error_message());
+}
+
+/* Hooks built for 1.0, 1.1 and 1.2 read the actions without the header, as
+ * they were compiled to; 1.3's and a newer build's read them with it. */
+Test(hook_set, hooks_of_every_minor_get_the_actions_they_were_built_for)
+{
+    static const char *const names[] = {"hooks_v1_0", "hooks_v1_1", "hooks_v1_2", "future_hooks"};
+    enum { N = sizeof names / sizeof names[0] };
+    host_plugin_lib libs[N];
+    host_hook_set *set = new_set();
+    for (int i = 0; i < N; i++)
+        add_fixture(set, &libs[i], names[i]);
+    sc_hook_actions actions = {SC_ABI_HEADER(sc_hook_actions), .log_scalar = log_any};
+    sc_hook_context ctx = {.point = "epoch_end", .epoch = 1};
+    scalars[0] = '\0';
+    cr_assert_eq(host_hook_set_run(set, "epoch_end", &ctx, &actions), SC_OK, "%s",
+                 sc_error_message());
+    char want[128];
+    snprintf(want, sizeof want, "built_for_minor=0,built_for_minor=1,built_for_minor=2,"
+             "host_minor=%d", SC_ABI_MINOR);
+    cr_expect_str_eq(scalars, want);
+    host_hook_set_free(set);
+    for (int i = 0; i < N; i++)
+        host_plugin_lib_close(&libs[i]);
+}
+
+static char note[64];
+static void log_note(void *host, const char *text) { snprintf(note, sizeof note, "%s", text); }
+
+/* A newer host, simulated: the future hook takes the newer action only
+ * from actions whose header says they have it. */
+Test(hook_set, a_hook_built_for_newer_headers_uses_what_the_host_has)
+{
+    host_plugin_lib lib;
+    cr_assert_eq(host_hooks_lib_open(fixture("future_hooks"), NULL, &lib), SC_OK, "%s",
+                 sc_error_message());
+    cr_assert_eq(lib.hooks->abi.minor, 3, "it declares the oldest host it runs on");
+    sc_hook_fn hook = lib.hooks->hooks[0].fn;
+    sc_hook_context ctx = {.point = "epoch_end", .epoch = 1};
+    future_hook_actions newer = {
+        .current = {{SC_ABI_MAGIC, SC_ABI_MAJOR, FUTURE_MINOR, sizeof(future_hook_actions)},
+                    .log_scalar = log_any},
+        .log_note = log_note};
+    scalars[0] = note[0] = '\0';
+    cr_assert_eq(hook(&ctx, &newer.current), SC_OK);
+    cr_expect_str_eq(note, "the newer path");
+    cr_expect_str_eq(scalars, "");
+    sc_hook_actions ours = {SC_ABI_HEADER(sc_hook_actions), .log_scalar = log_any};
+    note[0] = '\0';
+    cr_assert_eq(hook(&ctx, &ours), SC_OK);
+    cr_expect_str_eq(note, "");
+    char want[32];
+    snprintf(want, sizeof want, "host_minor=%d", SC_ABI_MINOR);
+    cr_expect_str_eq(scalars, want);
+    host_plugin_lib_close(&lib);
 }

@@ -1,4 +1,4 @@
-/* The strict metrics.jsonl reader (host/jsonl.h). */
+/* The strict metrics.jsonl reader (host/base/jsonl.h). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>

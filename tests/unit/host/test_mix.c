@@ -1,5 +1,5 @@
 /* Soft targets in the SDK's cross-entropy and accuracy, and the host's
- * Mixup and CutMix (host/mix.h): finite-difference gradients, values
+ * Mixup and CutMix (host/run/mix.h): finite-difference gradients, values
  * against the index path, PyTorch and timm as oracles
  * (tests/unit/host/mix_oracle.py), the Beta sampler and the draws. */
 #include <criterion/criterion.h>
@@ -14,6 +14,8 @@
 #include "run/mix.h"
 #include "op_fixture.h"
 #include "scorch/scorch.h"
+#include "scorch_host/context.h"
+#include "scorch_host/params.h"
 
 enum { PYTHON_SKIP = 77 };
 

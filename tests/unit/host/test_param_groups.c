@@ -1,4 +1,4 @@
-/* Parameter groups (host/param_groups.h): [params "PATTERN"] sections in
+/* Parameter groups (host/base/param_groups.h): [params "PATTERN"] sections in
  * INI files and config.ini, --no-decay, which parameter takes which
  * setting, the typo errors, resume comparison, and the optimizer they
  * drive (one SGD step against its formula per group). */

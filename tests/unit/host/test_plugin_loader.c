@@ -1,12 +1,15 @@
 /* The plugin loader accepts valid plugins and refuses broken ones (the
  * fixtures in tests/fixtures) with a message naming the file and the fault. */
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/plugin_loader.h"
+#include "../../fixtures/future_abi.h"
+#include "scorch_host/plugin.h"
 
 static const char *fixture_dir(void)
 {
@@ -18,7 +21,7 @@ static const char *fixture_dir(void)
 /* The built fixture `name`.so; valid until the next call. */
 static const char *fixture(const char *name)
 {
-    static char path[4096 + 64];
+    static char path[4096 + 128];
     snprintf(path, sizeof path, "%s/%s.so", fixture_dir(), name);
     return path;
 }
@@ -97,6 +100,9 @@ Test(plugin_loader, reads_preferred_device_only_from_structs_that_hold_it)
      * (here "auto") the loader must not read. */
     cr_assert_eq(host_model_lib_open(fixture("model_v1_0"), &m), SC_OK, "%s", sc_error_message());
     cr_expect_null(host_model_preferred_device(&m));
+    host_plugin_lib_close(&m.lib);
+    cr_assert_eq(host_model_lib_open(fixture("model_v1_1"), &m), SC_OK, "%s", sc_error_message());
+    cr_expect_str_eq(host_model_preferred_device(&m), "auto");
     host_plugin_lib_close(&m.lib);
 }
 
@@ -214,7 +220,294 @@ Test(plugin_loader, a_bare_file_name_means_the_current_directory)
 Test(plugin_loader, abi_check_accepts_the_current_header)
 {
     sc_abi_header ok = SC_ABI_HEADER(sc_hook_table);
-    cr_expect_eq(host_abi_check(&ok, "hook table", sizeof(sc_hook_table)), SC_OK);
+    cr_expect_eq(host_abi_check(&ok, HOST_ABI_HOOKS), SC_OK);
     sc_abi_header older_minor_bigger = {SC_ABI_MAGIC, SC_ABI_MAJOR, 0, 4096};
-    cr_expect_eq(host_abi_check(&older_minor_bigger, "x", 16), SC_OK);
+    cr_expect_eq(host_abi_check(&older_minor_bigger, HOST_ABI_MODEL), SC_OK);
+}
+
+/* ---- each minor's size ---- */
+
+#define END_OF(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+
+Test(abi_sizes, each_minor_requires_the_end_of_its_last_field)
+{
+    size_t model_1_0 = END_OF(sc_model_plugin, socket_param_trains);
+    size_t model_1_1 = END_OF(sc_model_plugin, preferred_device);
+    cr_expect_eq(host_abi_size(HOST_ABI_MODEL, 0), model_1_0);
+    for (unsigned minor = 1; minor <= SC_ABI_MINOR; minor++)
+        cr_expect_eq(host_abi_size(HOST_ABI_MODEL, minor), model_1_1, "1.%u", minor);
+    for (unsigned minor = 0; minor <= SC_ABI_MINOR; minor++) {
+        cr_expect_eq(host_abi_size(HOST_ABI_DATASET, minor),
+                     minor >= 4 ? END_OF(sc_dataset_plugin, index_decode)
+                                : END_OF(sc_dataset_plugin, class_name), "1.%u", minor);
+        cr_expect_eq(host_abi_size(HOST_ABI_HOOKS, minor), sizeof(sc_hook_table));
+        cr_expect_eq(host_abi_size(HOST_ABI_USER_FUNCS, minor),
+                     minor >= 1 ? sizeof(sc_user_func_table) : 0, "1.%u", minor);
+        cr_expect_eq(host_abi_size(HOST_ABI_HOOK_ARG_KEYS, minor),
+                     minor >= 2 ? sizeof(sc_hook_arg_keys) : 0, "1.%u", minor);
+        cr_expect_eq(host_abi_size(HOST_ABI_HOOK_ACTIONS, minor),
+                     minor >= 3 ? sizeof(sc_hook_actions) : 0, "1.%u", minor);
+    }
+}
+
+/* For every struct and minor that has it: that minor's size passes, a byte
+ * less is refused, naming the struct, the minor and both sizes. */
+Test(abi_sizes, every_struct_is_checked_against_its_minors_size)
+{
+    for (int which = 0; which < HOST_ABI_STRUCT_COUNT; which++)
+        for (unsigned minor = 0; minor <= SC_ABI_MINOR; minor++) {
+            size_t need = host_abi_size((host_abi_struct)which, minor);
+            if (!need)
+                continue;
+            sc_abi_header h = {SC_ABI_MAGIC, SC_ABI_MAJOR, (uint16_t)minor, (uint32_t)need};
+            cr_expect_eq(host_abi_check(&h, (host_abi_struct)which), SC_OK, "%d 1.%u: %s",
+                         which, minor, sc_error_message());
+            h.size--;
+            cr_expect_eq(host_abi_check(&h, (host_abi_struct)which), SC_ERR_PLUGIN);
+            char part[128];
+            snprintf(part, sizeof part, "declares %zu bytes, plugin ABI 1.%u needs at least %zu",
+                     need - 1, minor, need);
+            assert_message_has(part);
+        }
+}
+
+Test(abi_sizes, a_struct_claiming_a_minor_before_it_existed_is_refused)
+{
+    sc_abi_header funcs = {SC_ABI_MAGIC, SC_ABI_MAJOR, 0, sizeof(sc_user_func_table)};
+    cr_expect_eq(host_abi_check(&funcs, HOST_ABI_USER_FUNCS), SC_ERR_PLUGIN);
+    assert_message_has("user function table claims plugin ABI 1.0, which has none (it came "
+                       "with 1.1)");
+    sc_abi_header keys = {SC_ABI_MAGIC, SC_ABI_MAJOR, 1, sizeof(sc_hook_arg_keys)};
+    cr_expect_eq(host_abi_check(&keys, HOST_ABI_HOOK_ARG_KEYS), SC_ERR_PLUGIN);
+    assert_message_has("(it came with 1.2)");
+}
+
+/* The model fixtures built for each minor (tests/fixtures/meson.build). */
+static const char *model_of_minor(unsigned minor, bool short_one)
+{
+    static char name[64];
+    snprintf(name, sizeof name, "model_v1_%u%s", minor, short_one ? "_short" : "");
+    return name;
+}
+
+Test(abi_sizes, a_model_of_each_minor_loads_with_that_minors_size)
+{
+    for (unsigned minor = 0; minor <= SC_ABI_MINOR; minor++) {
+        host_model_lib m;
+        cr_assert_eq(host_model_lib_open(fixture(model_of_minor(minor, false)), &m), SC_OK,
+                     "1.%u: %s", minor, sc_error_message());
+        cr_expect_eq(m.api->abi.minor, minor);
+        cr_expect_eq(m.api->abi.size, host_abi_size(HOST_ABI_MODEL, minor));
+        host_plugin_lib_close(&m.lib);
+    }
+}
+
+Test(abi_sizes, a_model_claiming_a_minor_with_a_smaller_size_is_refused)
+{
+    for (unsigned minor = 0; minor <= SC_ABI_MINOR; minor++) {
+        size_t need = host_abi_size(HOST_ABI_MODEL, minor);
+        size_t got = minor == 0 ? offsetof(sc_model_plugin, socket_param_trains)
+                                : host_abi_size(HOST_ABI_MODEL, 0);
+        char part[128];
+        snprintf(part, sizeof part, "model plugin declares %zu bytes, plugin ABI 1.%u needs at "
+                 "least %zu", got, minor, need);
+        assert_model_refused(model_of_minor(minor, true), SC_ERR_PLUGIN, part, NULL);
+    }
+}
+
+/* Opening dataset fixture `name` fails, naming the file, the declared
+ * size and the size `minor` needs. */
+static void assert_dataset_too_small(const char *name, size_t declared, unsigned minor)
+{
+    host_dataset_lib d;
+    const char *path = fixture(name);
+    cr_assert_eq(host_dataset_lib_open(path, &d), SC_ERR_PLUGIN, "%s", name);
+    assert_message_has(path);
+    char part[128];
+    snprintf(part, sizeof part, "dataset plugin declares %zu bytes, plugin ABI 1.%u needs at "
+             "least %zu", declared, minor, host_abi_size(HOST_ABI_DATASET, minor));
+    assert_message_has(part);
+    cr_expect_null(d.lib.handle);
+}
+
+Test(abi_sizes, a_dataset_needs_its_minors_size)
+{
+    static const char *const loads[] = {"dataset_v1_0", "dataset_v1_3", "dataset_decodes"};
+    for (size_t i = 0; i < sizeof loads / sizeof *loads; i++) {
+        host_dataset_lib d;
+        cr_assert_eq(host_dataset_lib_open(fixture(loads[i]), &d), SC_OK, "%s: %s", loads[i],
+                     sc_error_message());
+        host_plugin_lib_close(&d.lib);
+    }
+    assert_dataset_too_small("dataset_short", offsetof(sc_dataset_plugin, class_name),
+                             SC_ABI_MINOR);
+    /* 1.4 added index_decode: a 1.4 struct that ends before it is short. */
+    assert_dataset_too_small("dataset_v1_4_short", offsetof(sc_dataset_plugin, index_decode), 4);
+}
+
+/* ---- index_decode (1.4) ---- */
+
+/* A one-element f32 input, as the fixture's decode writes it. */
+static sc_tensor_list one_input(float *value)
+{
+    static sc_tensor t;
+    sc_tensor_init(&t, SC_F32, 0, NULL);
+    t.data = value;
+    return (sc_tensor_list){.n = 1, .t = {&t}};
+}
+
+Test(decode, is_read_only_from_a_struct_that_holds_it)
+{
+    host_dataset_lib d;
+    cr_assert_eq(host_dataset_lib_open(fixture("dataset_decodes"), &d), SC_OK, "%s",
+                 sc_error_message());
+    cr_expect(host_dataset_decodes(&d));
+    host_plugin_lib_close(&d.lib);
+    /* Built for 1.3: its struct ends before index_decode, whose bytes (a
+     * function) the loader must not read. */
+    cr_assert_eq(host_dataset_lib_open(fixture("dataset_v1_3"), &d), SC_OK, "%s",
+                 sc_error_message());
+    cr_expect_not(host_dataset_decodes(&d));
+    float value = -1;
+    sc_tensor_list in = one_input(&value);
+    sc_raw_input raw = {.bytes = "12345", .size = 5, .media_type = "text/plain"};
+    cr_expect_eq(host_dataset_decode(&d, NULL, &raw, &in), SC_ERR_UNSUPPORTED);
+    assert_message_has("dataset plugin 'fixture_dataset' takes no raw inputs");
+    cr_expect_eq(value, -1.0f);
+    host_plugin_lib_close(&d.lib);
+    cr_assert_eq(host_dataset_lib_open(fixture("good_dataset"), &d), SC_OK, "%s",
+                 sc_error_message());
+    cr_expect_not(host_dataset_decodes(&d), "a 1.4 struct whose index_decode is NULL");
+    host_plugin_lib_close(&d.lib);
+}
+
+Test(decode, runs_the_plugins_decode_and_names_a_bad_input)
+{
+    host_dataset_lib d;
+    const char *path = fixture("dataset_decodes");
+    cr_assert_eq(host_dataset_lib_open(path, &d), SC_OK, "%s", sc_error_message());
+    float value = -1;
+    sc_tensor_list in = one_input(&value);
+    sc_raw_input raw = {.bytes = "12345", .size = 5, .media_type = "text/plain"};
+    cr_assert_eq(host_dataset_decode(&d, NULL, &raw, &in), SC_OK, "%s", sc_error_message());
+    cr_expect_eq(value, 5.0f);
+    raw.media_type = "bad";
+    cr_assert_eq(host_dataset_decode(&d, NULL, &raw, &in), SC_ERR_FORMAT);
+    char part[4096 + 256];
+    snprintf(part, sizeof part, "%s: index_decode: not a kind of input it takes", path);
+    assert_message_has(part);
+    raw = (sc_raw_input){.path = "/photos/shoe.png", .media_type = "bad"};
+    cr_assert_eq(host_dataset_decode(&d, NULL, &raw, &in), SC_ERR_FORMAT);
+    assert_message_has("index_decode: /photos/shoe.png: not a kind of input it takes");
+    host_plugin_lib_close(&d.lib);
+}
+
+/* ---- the compatibility matrix (docs/abi.md) ---- */
+
+/* The ABI header a fixture exports as its model plugin, read without the
+ * loader's checks. */
+static sc_abi_header fixture_header(const char *name)
+{
+    void *handle = dlopen(fixture(name), RTLD_NOW | RTLD_LOCAL);
+    cr_assert_not_null(handle, "%s", dlerror());
+    const sc_model_plugin *api = dlsym(handle, "scorch_model_plugin");
+    cr_assert_not_null(api, "%s", name);
+    sc_abi_header h = api->abi;
+    dlclose(handle);
+    return h;
+}
+
+/* One row of the matrix: a plugin, and the oldest host minor that loads
+ * it (hosts from that minor to SC_ABI_MINOR do, older ones refuse it);
+ * NEVER for a plugin no host of this SDK loads. */
+enum { NEVER = SC_ABI_MINOR + 1 };
+typedef struct matrix_row {
+    const char *fixture;
+    unsigned oldest_host;
+} matrix_row;
+
+static const matrix_row matrix[] = {
+    {"model_v1_0", 0}, {"model_v1_1", 1},   {"model_v1_2", 2},
+    {"model_v1_3", 3}, {"model_v1_4", 4}, {"future_model", 3}, {"abi_minor_newer", NEVER},
+};
+
+Test(abi_matrix, each_host_minor_loads_what_the_matrix_says)
+{
+    for (size_t r = 0; r < sizeof matrix / sizeof matrix[0]; r++) {
+        sc_abi_header h = fixture_header(matrix[r].fixture);
+        for (unsigned host = 0; host <= SC_ABI_MINOR; host++) {
+            sc_status st = host_abi_check_as(&h, HOST_ABI_MODEL, host);
+            bool loads = host >= matrix[r].oldest_host;
+            cr_expect_eq(st == SC_OK, loads, "%s on a 1.%u host: %s (%s)", matrix[r].fixture,
+                         host, loads ? "should load" : "should be refused", sc_error_message());
+            if (!loads && h.minor > host) {
+                char part[96];
+                snprintf(part, sizeof part, "built for plugin ABI 1.%u, this scorch speaks 1.%u",
+                         (unsigned)h.minor, host);
+                assert_message_has(part);
+            }
+        }
+    }
+}
+
+Test(abi_matrix, this_host_opens_each_row_as_the_matrix_says)
+{
+    for (size_t r = 0; r < sizeof matrix / sizeof matrix[0]; r++) {
+        host_model_lib m;
+        sc_status st = host_model_lib_open(fixture(matrix[r].fixture), &m);
+        cr_expect_eq(st == SC_OK, matrix[r].oldest_host <= SC_ABI_MINOR, "%s: %s",
+                     matrix[r].fixture, sc_error_message());
+        if (st == SC_OK)
+            host_plugin_lib_close(&m.lib);
+    }
+}
+
+/* future_model's network_create with sc_host() set to `info`. */
+static future_seen create_future(const host_model_lib *m, const sc_host_info *info)
+{
+    void *net = NULL;
+    sc_args *args;
+    cr_assert_eq(sc_args_parse("", "model arg", &args), SC_OK);
+    const sc_host_info *outer = sc_host_set_info(info);
+    sc_status st = m->api->network_create(args, NULL, NULL, NULL, &net);
+    sc_host_set_info(outer);
+    sc_args_free(args);
+    cr_assert_eq(st, SC_OK, "%s", sc_error_message());
+    future_seen seen = *(const future_seen *)net;
+    m->api->network_destroy(net);
+    return seen;
+}
+
+Test(abi_matrix, a_plugin_built_for_newer_headers_uses_what_the_host_has)
+{
+    host_model_lib m;
+    cr_assert_eq(host_model_lib_open(fixture("future_model"), &m), SC_OK, "%s",
+                 sc_error_message());
+    sc_host_info info = host_plugin_host_info(SC_DEVICE_CUDA);
+    cr_expect_eq(info.abi.minor, SC_ABI_MINOR);
+    future_seen seen = create_future(&m, &info);
+    cr_expect_eq(seen.host_minor, SC_ABI_MINOR);
+    cr_expect_eq(seen.device_kind, SC_DEVICE_CUDA);
+    cr_expect_str_eq(seen.version, info.version);
+    cr_expect_not(seen.future_path, "this host lacks what the newer headers added");
+    /* A host that speaks the plugin's newer minor, simulated. */
+    info.abi.minor = FUTURE_MINOR;
+    seen = create_future(&m, &info);
+    cr_expect(seen.future_path, "a host of the newer minor has it");
+    host_plugin_lib_close(&m.lib);
+}
+
+Test(abi_matrix, sc_host_is_null_outside_the_hosts_create_and_open)
+{
+    cr_expect_null(sc_host());
+    host_model_lib m;
+    cr_assert_eq(host_model_lib_open(fixture("future_model"), &m), SC_OK, "%s",
+                 sc_error_message());
+    void *net = NULL;
+    sc_args *args;
+    cr_assert_eq(sc_args_parse("", "model arg", &args), SC_OK);
+    cr_expect_eq(m.api->network_create(args, NULL, NULL, NULL, &net), SC_ERR_STATE);
+    assert_message_has("sc_host() is NULL");
+    sc_args_free(args);
+    host_plugin_lib_close(&m.lib);
 }

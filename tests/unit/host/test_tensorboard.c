@@ -15,7 +15,7 @@
 
 #include "base/config.h"
 #include "observe/png_image.h"
-#include "scorch/params.h"
+#include "scorch_host/params.h"
 #include "observe/tensorboard.h"
 #include "observe/tfrecord.h"
 

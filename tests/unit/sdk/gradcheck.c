@@ -1,5 +1,6 @@
 /* Finite-difference gradient checker; see gradcheck.h. */
 #include "gradcheck.h"
+#include "scorch_host/context.h"
 
 #include <math.h>
 #include <stdarg.h>

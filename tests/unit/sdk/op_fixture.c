@@ -1,6 +1,7 @@
 #include "op_fixture.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 
 #include "gradcheck.h"
@@ -32,4 +33,13 @@ sc_tensor *test_param(int ndim, const int64_t *shape)
     sc_tensor *t = gradcheck_param(ps, name, ndim, shape, -1.0f, 1.0f, &rng);
     cr_assert_not_null(t, "%s", sc_error_message());
     return t;
+}
+
+void expect_values(const sc_tensor *t, const float *want, int64_t n, double tol)
+{
+    cr_assert_not_null(t, "%s", sc_error_message());
+    cr_assert_eq(t->numel, n);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(fabs(sc_tensor_f32(t)[i] - want[i]) <= tol, "element %lld: %.8g, want %.8g",
+                  (long long)i, (double)sc_tensor_f32(t)[i], (double)want[i]);
 }

@@ -143,10 +143,10 @@ Test(args, int_lists)
 
 Test(args, check_known_names_the_first_unknown_key)
 {
-    sc_args *a = parse("hidden=1,dropuot=0.1,extra=2");
+    sc_args *a = parse("hidden=1,extra=2,dropuot=0.1");
     static const char *const known[] = {"hidden", "dropout", NULL};
     cr_assert_eq(sc_args_check_known(a, known), SC_ERR_INVALID);
-    assert_message_has("unknown model arg 'dropuot' (known: hidden, dropout)");
+    assert_message_has("unknown model arg 'extra' (known: hidden, dropout)");
     static const char *const all[] = {"extra", "dropuot", "hidden", NULL};
     cr_assert_eq(sc_args_check_known(a, all), SC_OK);
     static const char *const none[] = {NULL};
@@ -156,4 +156,33 @@ Test(args, check_known_names_the_first_unknown_key)
     a = parse("");
     cr_assert_eq(sc_args_check_known(a, none), SC_OK, "no keys, nothing unknown");
     sc_args_free(a);
+}
+
+Test(args, check_known_suggests_the_key_a_typo_meant)
+{
+    static const char *const known[] = {"hidden", "classes", "dropout", NULL};
+    sc_args *a = parse("hiden=3");
+    cr_assert_eq(sc_args_check_known(a, known), SC_ERR_INVALID);
+    assert_message_has("unknown model arg 'hiden' (did you mean 'hidden'? known: hidden, "
+                       "classes, dropout)");
+    sc_args_free(a);
+    a = parse("dropuot=0.1");
+    cr_assert_eq(sc_args_check_known(a, known), SC_ERR_INVALID);
+    assert_message_has("(did you mean 'dropout'?");
+    sc_args_free(a);
+    a = parse("depth=3");
+    cr_assert_eq(sc_args_check_known(a, known), SC_ERR_INVALID);
+    cr_assert_null(strstr(sc_error_message(), "did you mean"), "'depth' is no typo: %s",
+                   sc_error_message());
+    sc_args_free(a);
+}
+
+Test(args, a_list_written_with_commas_is_told_lists_use_colons)
+{
+    assert_parse_fails("hidden=64,32", "model arg '32': expected key=value; if it continues "
+                       "hidden's list, lists use ':' (hidden=64:32)");
+    assert_parse_fails("dropout=0.1,hidden=64,32,16", "(hidden=64:32)");
+    assert_parse_fails("64,32", "model arg '64': expected key=value");
+    cr_assert_null(strstr(sc_error_message(), "lists use"), "nothing before it to continue: %s",
+                   sc_error_message());
 }

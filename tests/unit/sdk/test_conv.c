@@ -13,6 +13,8 @@
 #include "gradcheck.h"
 #include "op_fixture.h"
 #include "scorch/scorch.h"
+#include "scorch_host/context.h"
+#include "scorch_host/params.h"
 
 
 static void setup(void)
@@ -64,15 +66,6 @@ static void expect_grads(const char *what, gradcheck_fn fn, void *user, int n,
                          sc_tensor *const *in)
 {
     expect_grads_opts(what, fn, user, n, in, NULL);
-}
-
-static void expect_values(const sc_tensor *y, const float *want, int64_t n, double tol)
-{
-    cr_assert_not_null(y, "%s", sc_error_message());
-    cr_assert_eq(y->numel, n);
-    for (int64_t i = 0; i < n; i++)
-        cr_assert(fabs(sc_tensor_f32(y)[i] - want[i]) <= tol, "element %lld: %.7g, want %.7g",
-                  (long long)i, (double)sc_tensor_f32(y)[i], (double)want[i]);
 }
 
 static void expect_error(const sc_tensor *result, const char *const *parts)

@@ -26,6 +26,8 @@
 
 #include "device_impl.h"
 #include "scorch/scorch.h"
+#include "scorch_host/optim.h"
+#include "scorch_host/params.h"
 
 enum { N = 4096 };
 

@@ -50,6 +50,8 @@
 
 #include "op.h"
 #include "scorch/scorch.h"
+#include "scorch_host/context.h"
+#include "scorch_host/params.h"
 
 enum {
     MAX_INPUTS = SC_CONCAT_MAX + 2,  /* f32 inputs of one case */
@@ -516,36 +518,36 @@ static void expect_dropout_mask(const diff_case *c, const snapshot *s, const cha
 
 /* Element-wise activations: odd 2-D, 4-D into the saturated range, large,
  * scalar. */
-#define ACTIVATION_CASES(ID, fn)                                                             \
+#define ACTIVATION_CASES(ID, fn)                                                               \
     CASE(#fn " [7, 13]", ID, build_unary, TOL_ELTWISE, .in = {DIMS(7, 13)}, .unary = sc_##fn), \
-    CASE(#fn " [2, 3, 5, 7] in [-6, 6)", ID, build_unary, TOL_ELTWISE,                       \
-         .in = {DIMS(2, 3, 5, 7)}, .lo = -6.0f, .hi = 6.0f, .unary = sc_##fn),               \
-    CASE(#fn " [1000, 33]", ID, build_unary, TOL_ELTWISE, .in = {DIMS(1000, 33)},            \
-         .unary = sc_##fn),                                                                  \
-    CASE(#fn " [] in [0.25, 1)", ID, build_unary, TOL_ELTWISE, .in = {SCALAR}, .lo = 0.25f,  \
+    CASE(#fn " [2, 3, 5, 7] in [-6, 6)", ID, build_unary, TOL_ELTWISE,                         \
+         .in = {DIMS(2, 3, 5, 7)}, .lo = -6.0f, .hi = 6.0f, .unary = sc_##fn),                 \
+    CASE(#fn " [1000, 33]", ID, build_unary, TOL_ELTWISE, .in = {DIMS(1000, 33)},              \
+         .unary = sc_##fn),                                                                    \
+    CASE(#fn " [] in [0.25, 1)", ID, build_unary, TOL_ELTWISE, .in = {SCALAR}, .lo = 0.25f,    \
          .hi = 1.0f, .unary = sc_##fn)
 
 /* Row-wise over the last dimension: odd, C = 1000, 3-D, batch 1, one
  * class, large logits. */
-#define ROW_CASES(ID, fn)                                                                    \
+#define ROW_CASES(ID, fn)                                                                     \
     CASE(#fn " [7, 13]", ID, build_unary, TOL_REDUCE, .in = {DIMS(7, 13)}, .unary = sc_##fn), \
-    CASE(#fn " [4, 1000]", ID, build_unary, TOL_REDUCE, .in = {DIMS(4, 1000)},               \
-         .unary = sc_##fn),                                                                  \
-    CASE(#fn " [2, 3, 33]", ID, build_unary, TOL_REDUCE, .in = {DIMS(2, 3, 33)},             \
-         .unary = sc_##fn),                                                                  \
-    CASE(#fn " [1, 7]", ID, build_unary, TOL_REDUCE, .in = {DIMS(1, 7)}, .unary = sc_##fn),  \
-    CASE(#fn " [3, 1]", ID, build_unary, TOL_REDUCE, .in = {DIMS(3, 1)}, .unary = sc_##fn,   \
-         .flags = ZERO_GRAD),                                                                \
-    CASE(#fn " [5, 17] in [-30, 30)", ID, build_unary, TOL_REDUCE, .in = {DIMS(5, 17)},      \
+    CASE(#fn " [4, 1000]", ID, build_unary, TOL_REDUCE, .in = {DIMS(4, 1000)},                \
+         .unary = sc_##fn),                                                                   \
+    CASE(#fn " [2, 3, 33]", ID, build_unary, TOL_REDUCE, .in = {DIMS(2, 3, 33)},              \
+         .unary = sc_##fn),                                                                   \
+    CASE(#fn " [1, 7]", ID, build_unary, TOL_REDUCE, .in = {DIMS(1, 7)}, .unary = sc_##fn),   \
+    CASE(#fn " [3, 1]", ID, build_unary, TOL_REDUCE, .in = {DIMS(3, 1)}, .unary = sc_##fn,    \
+         .flags = ZERO_GRAD),                                                                 \
+    CASE(#fn " [5, 17] in [-30, 30)", ID, build_unary, TOL_REDUCE, .in = {DIMS(5, 17)},       \
          .lo = -30.0f, .hi = 30.0f, .unary = sc_##fn)
 
 /* Whole-tensor reductions to a scalar. */
-#define REDUCTION_CASES(ID, fn)                                                              \
+#define REDUCTION_CASES(ID, fn)                                                               \
     CASE(#fn " [7, 13]", ID, build_unary, TOL_REDUCE, .in = {DIMS(7, 13)}, .unary = sc_##fn), \
-    CASE(#fn " [2, 3, 5, 7]", ID, build_unary, TOL_REDUCE, .in = {DIMS(2, 3, 5, 7)},         \
-         .unary = sc_##fn),                                                                  \
-    CASE(#fn " []", ID, build_unary, TOL_REDUCE, .in = {SCALAR}, .unary = sc_##fn),          \
-    CASE(#fn " [1000, 257]", ID, build_unary, TOL_REDUCE, .in = {DIMS(1000, 257)},           \
+    CASE(#fn " [2, 3, 5, 7]", ID, build_unary, TOL_REDUCE, .in = {DIMS(2, 3, 5, 7)},          \
+         .unary = sc_##fn),                                                                   \
+    CASE(#fn " []", ID, build_unary, TOL_REDUCE, .in = {SCALAR}, .unary = sc_##fn),           \
+    CASE(#fn " [1000, 257]", ID, build_unary, TOL_REDUCE, .in = {DIMS(1000, 257)},            \
          .unary = sc_##fn)
 
 /* Pooling windows: default stride, padded, non-square, overlapping, and

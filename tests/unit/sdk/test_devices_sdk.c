@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "scorch/scorch.h"
+#include "scorch_host/context.h"
+#include "scorch_host/params.h"
 
 static const sc_device cpu = {SC_DEVICE_CPU, 0};
 

@@ -7,8 +7,9 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
-#include "scorch/ema.h"
+#include "scorch_host/ema.h"
 #include "scorch/scorch.h"
+#include "scorch_host/params.h"
 
 enum { STEPS = 10, PYTHON_SKIP = 77 };
 

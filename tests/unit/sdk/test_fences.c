@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "scorch/scorch.h"
+#include "scorch_host/context.h"
+#include "scorch_host/device.h"
 
 enum { N = 1000 };
 

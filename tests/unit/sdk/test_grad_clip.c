@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "scorch/scorch.h"
+#include "scorch_host/optim.h"
+#include "scorch_host/params.h"
 
 enum { N_TENSORS = 4, PYTHON_SKIP = 77, MODE_NORM = 0, MODE_VALUE = 1 };
 

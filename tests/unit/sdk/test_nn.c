@@ -7,6 +7,7 @@
 
 #include "op_fixture.h"
 #include "scorch/scorch.h"
+#include "scorch_host/context.h"
 
 
 static void setup(void)

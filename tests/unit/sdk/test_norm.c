@@ -13,6 +13,8 @@
 #include "gradcheck.h"
 #include "op_fixture.h"
 #include "scorch/scorch.h"
+#include "scorch_host/context.h"
+#include "scorch_host/params.h"
 
 
 static void setup(void)
@@ -31,15 +33,6 @@ static void fill_pattern(sc_tensor *t, int64_t mul, int64_t m, float scale, floa
 {
     for (int64_t i = 0; i < t->numel; i++)
         sc_tensor_f32(t)[i] = (float)((i * mul) % m - m / 2) * scale + offset;
-}
-
-static void expect_values(const sc_tensor *y, const float *want, int64_t n, double tol)
-{
-    cr_assert_not_null(y, "%s", sc_error_message());
-    cr_assert_eq(y->numel, n);
-    for (int64_t i = 0; i < n; i++)
-        cr_assert(fabs(sc_tensor_f32(y)[i] - want[i]) <= tol, "element %lld: %.7g, want %.7g",
-                  (long long)i, (double)sc_tensor_f32(y)[i], (double)want[i]);
 }
 
 /* ---------------------------------------------------------------------

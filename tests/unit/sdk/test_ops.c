@@ -11,6 +11,8 @@
 #include "gradcheck.h"
 #include "op_fixture.h"
 #include "scorch/scorch.h"
+#include "scorch_host/context.h"
+#include "scorch_host/params.h"
 
 
 static void setup(void)
@@ -259,15 +261,6 @@ static sc_tensor *step_tensor(int ndim, const int64_t *shape, const float *v)
     cr_assert_not_null(t);
     set_values(t, v);
     return t;
-}
-
-static void expect_values(const sc_tensor *t, const float *want, int64_t n, float tol)
-{
-    cr_assert_not_null(t, "%s", sc_error_message());
-    cr_assert_eq(t->numel, n);
-    for (int64_t i = 0; i < n; i++)
-        cr_assert_float_eq(sc_tensor_f32(t)[i], want[i], tol, "[%lld]: got %.8g, want %.8g",
-                           (long long)i, (double)sc_tensor_f32(t)[i], (double)want[i]);
 }
 
 Test(ops, values_broadcast)

@@ -5,7 +5,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "scorch/optim.h"
+#include "scorch_host/optim.h"
+#include "scorch_host/params.h"
 
 enum { N = 4, STEPS = 3 };
 

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "scorch/scorch.h"
+#include "scorch_host/context.h"
+#include "scorch_host/params.h"
 
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist"
 #define TEST_LABELS "t10k-labels-idx1-ubyte.gz"

@@ -1,7 +1,7 @@
 /* The model summary's rows (scorch/summary.h): one per layer scope, with
  * the layer's output shape, the parameters it uses first and its forward
  * FLOPs; and how the nn layers' scopes nest and join. Then the table
- * scorch-train --summary prints of it (host/model_summary.c). */
+ * scorch-train --summary prints of it (host/run/model_summary.c). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,7 +143,7 @@ Test(summary, more_layers_than_rows_reports_the_count)
     cr_expect_str_eq(rows[0].name, "fc1");
 }
 
-/* ---- scorch-train --summary (host/model_summary.c) -------------------- */
+/* ---- scorch-train --summary (host/run/model_summary.c) -------------------- */
 
 /* The stdout of scorch-train --summary of the mlp with model_args, into out. */
 static void mlp_summary(const char *model_args, char *out, size_t size)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""scorch's training step against PyTorch's, the oracle (issue 15, item 0).
+"""scorch's training step against PyTorch's, the numerical oracle.
 
     torch_oracle.py DUMP cpu|cuda
 

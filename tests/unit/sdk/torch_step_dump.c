@@ -29,6 +29,8 @@
 #include <string.h>
 
 #include "scorch/scorch.h"
+#include "scorch_host/context.h"
+#include "scorch_host/params.h"
 
 enum { BATCH = 8, CLASSES = 10, STEPS = 3, EXIT_SKIP = 77 };
 

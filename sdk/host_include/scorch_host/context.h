@@ -1,0 +1,41 @@
+/* scorch_host/context.h — the host's controls of a context and of the
+ * CPU backend's threads.
+ *
+ * Host only: not installed, exported under SCORCH_HOST_1, and refused
+ * while plugin code runs (scorch_host/plugin.h): a plugin that ended the
+ * step, or changed the mode, precision or thread count under the host,
+ * would break the step it was called from. docs/abi.md, "What libscorch
+ * exports".
+ */
+#ifndef SCORCH_SDK_HOST_CONTEXT_H
+#define SCORCH_SDK_HOST_CONTEXT_H
+
+#include "scorch/context.h"
+#include "scorch/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Training mode (sc_ctx_training), set per phase. */
+SC_API void sc_ctx_set_training(sc_ctx *ctx, bool training);
+
+/* Arithmetic precision of the GPU kernels (sc_precision). */
+SC_API void sc_ctx_set_precision(sc_ctx *ctx, sc_precision precision);
+/* "fp32", "tf32", "bf16" -> precision. */
+SC_API sc_status sc_precision_parse(const char *name, sc_precision *out);
+
+/* Ends a step: forgets the tape and recycles the arena. Every step tensor
+ * and sc_ctx_alloc() block becomes invalid. After the first steps have
+ * sized it, the arena is one block, so the same op sequence gets the same
+ * addresses every step. */
+SC_API void sc_ctx_reset(sc_ctx *ctx);
+
+/* Threads the CPU backend computes with (OpenMP loops and OpenBLAS);
+ * 0 means one per core. Call before training, not during a step. */
+SC_API void sc_cpu_set_threads(int threads);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
