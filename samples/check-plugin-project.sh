@@ -14,35 +14,12 @@ build=$(cd "$build" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/scorch-sample-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-# `meson install` writes the list of what it installed (what `meson
-# uninstall` removes) into <build>/meson-logs/install-log.txt. So that the
-# build keeps the record of a real install, the staging runs on a shadow
-# of it: links to its outputs, with a meson-logs and a meson-private of its
-# own (holding a link to install.dat, the list of what to install), as
-# tests/integration/test_install.c does.
-log=$build/meson-logs/install-log.txt
-log_before=$(stat -c %y "$log" 2>/dev/null || echo none)
-shadow=$work/build
-mkdir "$shadow" "$shadow/meson-logs" "$shadow/meson-private"
-for entry in "$build"/*; do
-    case ${entry##*/} in
-    meson-logs | meson-private) ;;
-    *) ln -s "$entry" "$shadow/" ;;
-    esac
-done
-ln -s "$build/meson-private/install.dat" "$shadow/meson-private/"
-"$meson" install --no-rebuild --quiet --destdir "$work/stage" -C "$shadow"
-if [ "$(stat -c %y "$log" 2>/dev/null || echo none)" != "$log_before" ]; then
-    echo "staging the install rewrote $log" >&2
-    exit 1
-fi
-pc=$(find "$work/stage" -name scorch.pc)
-[ -n "$pc" ] || { echo "no scorch.pc installed" >&2; exit 1; }
+. "$(dirname "$0")/stage-install.sh"
 
 # The staged scorch.pc still says prefix=/usr/local; the sysroot puts the
 # staging folder in front of its -I and -L paths.
 cp -R "$project" "$work/project"
-PKG_CONFIG_PATH=$(dirname "$pc") PKG_CONFIG_SYSROOT_DIR="$work/stage" make -C "$work/project"
+PKG_CONFIG_PATH=$pc_dir PKG_CONFIG_SYSROOT_DIR=$stage make -C "$work/project"
 
 for plugin in gated:scorch_model_plugin spirals:scorch_dataset_plugin; do
     so=$work/project/${plugin%%:*}.so

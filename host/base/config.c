@@ -68,6 +68,7 @@ typedef enum opt_group {
     GROUP_INIT,
     GROUP_TENSORBOARD,
     GROUP_EVAL,
+    GROUP_PREDICT,
     GROUP_GENERAL,
 } opt_group;
 
@@ -81,6 +82,7 @@ static const char *const group_title[] = {
     [GROUP_INIT] = "Starting weights and freezing",
     [GROUP_TENSORBOARD] = "TensorBoard",
     [GROUP_EVAL] = "Evaluation",
+    [GROUP_PREDICT] = "Inputs and output",
     [GROUP_GENERAL] = "General",
 };
 
@@ -115,11 +117,19 @@ typedef struct config_option {
     bool resume_may_change;
     opt_group group;
     const char *help;
+    /* scorch-predict's --help, where the shared text speaks of training:
+     * its help and shown default (NULL: the row's own). */
+    struct {
+        const char *help, *shown_def;
+    } predict;
 } config_option;
 
 #define TRAIN HOST_PROGRAM_TRAIN
 #define TEST HOST_PROGRAM_TEST
+#define PREDICT HOST_PROGRAM_PREDICT
 #define BOTH (HOST_PROGRAM_TRAIN | HOST_PROGRAM_TEST)
+#define EVAL (HOST_PROGRAM_TEST | HOST_PROGRAM_PREDICT) /* a checkpoint's programs */
+#define ALL (BOTH | PREDICT)
 
 #define CFG_MEMBER(f) (((host_config *)0)->f)
 #define AS(t, f) .type = (t), .offset = offsetof(host_config, f), .size = sizeof CFG_MEMBER(f)
@@ -136,15 +146,15 @@ static int threads_limit(char *why, size_t size);
 static int workers_limit(char *why, size_t size);
 
 static const config_option options[] = {
-    {.name = "model", FIELD(model), .def = "", .arg = "PATH", .programs = BOTH,
+    {.name = "model", FIELD(model), .def = "", .arg = "PATH", .programs = ALL,
      .resume_may_change = true,
      .required = TRAIN, .inherited = true, .group = GROUP_PLUGINS, .help = "model plugin (.so)"},
     {.name = "model-args", FIELD(model_args), .def = "", .arg = "K=V,...", .programs = BOTH,
      .inherited = true, .group = GROUP_PLUGINS, .help = "arguments for the model plugin"},
-    {.name = "dataset", FIELD(dataset), .def = "", .arg = "PATH", .programs = BOTH,
+    {.name = "dataset", FIELD(dataset), .def = "", .arg = "PATH", .programs = ALL,
      .resume_may_change = true,
      .required = TRAIN, .inherited = true, .group = GROUP_PLUGINS, .help = "dataset plugin (.so)"},
-    {.name = "dataset-path", FIELD(dataset_path), .def = "", .arg = "PATH", .programs = BOTH,
+    {.name = "dataset-path", FIELD(dataset_path), .def = "", .arg = "PATH", .programs = ALL,
      .resume_may_change = true,
      .inherited = true, .group = GROUP_PLUGINS, .help = "where the dataset plugin finds its data"},
     {.name = "dataset-args", FIELD(dataset_args), .def = "", .arg = "K=V,...", .programs = BOTH,
@@ -286,12 +296,15 @@ static const config_option options[] = {
      .group = GROUP_SCHEDULE, .help = "with --lr-find: steps (batches) of the ramp"},
 
     {.name = "batch-size", FIELD(batch_size), .def = "128", .arg = "N", .bound = BOUND_ONE,
-     .programs = BOTH, .group = GROUP_DEVICES, .help = "samples per batch, per rank"},
+     .programs = ALL, .group = GROUP_DEVICES, .help = "samples per batch, per rank",
+     .predict = {"inputs decoded and run through the network together"}},
     {.name = "seed", FIELD(seed), .def = "42", .arg = "N", .programs = BOTH,
      .group = GROUP_DEVICES, .help = "seed for initialisation, shuffling and augmentation"},
     {.name = "device", FIELD(device), .def = "", .shown_def = "the model's preference, else cpu",
-     .arg = "DEVICE", .check = check_device, .programs = BOTH, .group = GROUP_DEVICES,
-     .help = "cpu, cuda, cuda:N, cuda:N,M,..., auto, parallel or distributed_dataparallel"},
+     .arg = "DEVICE", .check = check_device, .programs = ALL, .group = GROUP_DEVICES,
+     .predict = {"cpu, cuda or cuda:N", "cpu"},
+     .help = "cpu, cuda, cuda:N, cuda:N,M,..., auto, parallel (or dataparallel) or "
+             "distributed_dataparallel"},
     {.name = "replicas", FIELD(replicas), .def = "0", .shown_def = "one per GPU --device names",
      .resume_may_change = true,
      .arg = "N", .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_DEVICES,
@@ -305,7 +318,9 @@ static const config_option options[] = {
      .programs = TRAIN, .group = GROUP_DEVICES,
      .help = "replay the train step as a CUDA graph (auto: when the step allows it)"},
     {.name = "threads", FIELD(threads), .def = "0", .arg = "N", .bound = BOUND_NONNEG,
-     .limit = threads_limit, .programs = BOTH, .group = GROUP_DEVICES,
+     .limit = threads_limit, .programs = ALL, .group = GROUP_DEVICES,
+     .predict = {"compute threads, which also decode a batch's inputs, at most the cores "
+                 "this process may use; 0 for all"},
      .help = "compute threads, at most the cores this process may use; 0 for all (under "
              "mpirun: the rank's share)"},
     {.name = "workers", FIELD(workers), .def = "2", .arg = "N", .bound = BOUND_NONNEG,
@@ -384,12 +399,14 @@ static const config_option options[] = {
      .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_TENSORBOARD,
      .help = "TensorBoard histograms of parameters and gradients every N epochs, 0 for never"},
 
-    {.name = "checkpoint", FIELD(checkpoint), .def = "", .arg = "PATH", .programs = TEST,
-     .required = TEST, .group = GROUP_EVAL, .help = "checkpoint to evaluate"},
+    {.name = "checkpoint", FIELD(checkpoint), .def = "", .arg = "PATH", .programs = EVAL,
+     .required = EVAL, .group = GROUP_EVAL, .help = "checkpoint to evaluate",
+     .predict = {"checkpoint to predict with"}},
     {.name = "split", FIELD(split), .def = "test", .choices = "train|valid|test",
      .programs = TEST, .group = GROUP_EVAL, .help = "split to evaluate"},
     {.name = "topk", FIELD(topk), .def = "5", .arg = "K", .bound = BOUND_ONE,
-     .programs = TEST, .group = GROUP_EVAL, .help = "top classes written per sample"},
+     .programs = EVAL, .group = GROUP_EVAL, .help = "top classes written per sample",
+     .predict = {"classes listed per input, at most the classes there are"}},
     {.name = "predictions", FIELD(predictions), .def = "", .arg = "PATH", .programs = TEST,
      .group = GROUP_EVAL, .help = "write per-sample predictions to this CSV file"},
     {.name = "confusion", FIELD(confusion), .def = "", .arg = "PATH", .programs = TEST,
@@ -397,10 +414,23 @@ static const config_option options[] = {
      .help = "write the confusion matrix (rows: true class, columns: predicted) as CSV"},
     {.name = "per-class", FIELD(per_class), .def = "", .arg = "PATH", .programs = TEST,
      .group = GROUP_EVAL, .help = "print per-class accuracy and write it to this CSV file"},
-    {.name = "ema", FIELD(ema), .def = "false", .programs = TEST, .group = GROUP_EVAL,
+    {.name = "ema", FIELD(ema), .def = "false", .programs = EVAL, .group = GROUP_EVAL,
+     .predict = {"the checkpoint's EMA weights (trained with --ema-decay)"},
      .help = "evaluate the checkpoint's EMA weights (trained with --ema-decay)"},
 
-    {.name = "config", AS(OPT_CONFIG, config), .def = "", .arg = "FILE", .programs = BOTH,
+    {.name = "input-list", FIELD(input_list), .def = "", .arg = "FILE", .programs = PREDICT,
+     .group = GROUP_PREDICT,
+     .help = "also predict the files FILE names, one path a line ('-': read the paths "
+             "from stdin)"},
+    {.name = "format", FIELD(format), .def = "auto", .choices = "auto|text|csv|jsonl",
+     .programs = PREDICT, .group = GROUP_PREDICT,
+     .help = "what each input's line is: text for people, a CSV row (with a header), or a "
+             "JSON object; auto: text on a terminal, csv elsewhere"},
+    {.name = "raw", FIELD(raw), .def = "false", .programs = PREDICT, .group = GROUP_PREDICT,
+     .help = "print the network's outputs as they are (a classifier's logits), not the top "
+             "classes"},
+
+    {.name = "config", AS(OPT_CONFIG, config), .def = "", .arg = "FILE", .programs = ALL,
      .group = GROUP_GENERAL, .help = "read options from an INI file first (see below)"},
     {.name = "quiet", FIELD(quiet), .def = "false", .programs = BOTH, .group = GROUP_GENERAL,
      .resume_may_change = true,
@@ -409,9 +439,9 @@ static const config_option options[] = {
      .resume_may_change = true,
      .group = GROUP_GENERAL,
      .help = "print the model's layers, parameters and FLOPs, then exit"},
-    {.name = "help", .type = OPT_HELP, .programs = BOTH, .group = GROUP_GENERAL,
+    {.name = "help", .type = OPT_HELP, .programs = ALL, .group = GROUP_GENERAL,
      .help = "print this help and exit"},
-    {.name = "version", .type = OPT_VERSION, .programs = BOTH, .group = GROUP_GENERAL,
+    {.name = "version", .type = OPT_VERSION, .programs = ALL, .group = GROUP_GENERAL,
      .help = "print the version and exit"},
 };
 
@@ -423,12 +453,27 @@ _Static_assert((int)N_OPTIONS <= (int)HOST_CONFIG_MAX_OPTIONS,
 
 const char *host_program_name(host_program program)
 {
-    return program == HOST_PROGRAM_TEST ? "scorch-test" : "scorch-train";
+    return program == HOST_PROGRAM_TEST      ? "scorch-test"
+           : program == HOST_PROGRAM_PREDICT ? "scorch-predict"
+                                             : "scorch-train";
 }
 
 static const char *program_section(host_program program)
 {
-    return program == HOST_PROGRAM_TEST ? "test" : "train";
+    return host_program_name(program) + strlen("scorch-");
+}
+
+/* The programs of a mask, for messages: "scorch-test or scorch-predict". */
+static void programs_text(unsigned programs, char *buf, size_t size)
+{
+    static const host_program each[] = {HOST_PROGRAM_TRAIN, HOST_PROGRAM_TEST,
+                                        HOST_PROGRAM_PREDICT};
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < ARRAY_LEN(each) && len < size; i++)
+        if (programs & each[i])
+            len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? " or " : "",
+                                    host_program_name(each[i]));
 }
 
 /* ---- values ----------------------------------------------------------- */
@@ -783,11 +828,12 @@ static sc_status opt_lookup(host_program program, const char *name, size_t len,
     for (int i = 0; i < N_OPTIONS; i++) {
         const config_option *opt = &options[i];
         if (strlen(opt->name) == len && strncmp(opt->name, name, len) == 0) {
-            if (!(opt->programs & program))
+            if (!(opt->programs & program)) {
+                char owners[64];
+                programs_text(opt->programs, owners, sizeof owners);
                 return sc_error_set(SC_ERR_INVALID, "%s%s is an option of %s, not of %s",
-                                    dashes, opt->name,
-                                    host_program_name((host_program)opt->programs),
-                                    host_program_name(program));
+                                    dashes, opt->name, owners, host_program_name(program));
+            }
             *out = opt;
             return SC_OK;
         }
@@ -808,6 +854,9 @@ static sc_status opt_lookup(host_program program, const char *name, size_t len,
 
 static bool is_option(const char *arg) { return strncmp(arg, "--", 2) == 0; }
 
+/* scorch-predict takes inputs: the arguments that are no options. */
+static bool takes_inputs(host_program program) { return program == HOST_PROGRAM_PREDICT; }
+
 /* --no-NAME turns the flag NAME off: sets *negated and finds NAME. */
 static sc_status cli_lookup(host_program program, const char *name, size_t len,
                             const config_option **opt, bool *negated)
@@ -826,11 +875,17 @@ static sc_status cli_lookup(host_program program, const char *name, size_t len,
 /* Reads the option at argv[*i] and its value (which may be the next
  * argument), advancing *i past what it used. Flags get "true" ("false" as
  * --no-NAME), and a bare --resume gets "true": the value is always INI
- * notation. */
+ * notation. An input of a program that takes them is *opt NULL and the
+ * input as *value. */
 static sc_status cli_next(host_program program, int argc, char **argv, int *i,
                           const config_option **opt, const char **value)
 {
     const char *arg = argv[(*i)++];
+    if (takes_inputs(program) && !is_option(arg)) {
+        *opt = NULL;
+        *value = arg;
+        return SC_OK;
+    }
     if (!is_option(arg) || !arg[2])
         return sc_error_set(SC_ERR_INVALID, "unexpected argument '%s' (see %s --help)",
                             quote(arg).text, host_program_name(program));
@@ -848,6 +903,8 @@ static sc_status cli_next(host_program program, int argc, char **argv, int *i,
             return sc_error_set(SC_ERR_INVALID, "--%s= needs a path", (*opt)->name);
         *value = eq ? eq + 1 : next ? argv[(*i)++] : "true";
     } else if ((*opt)->type == OPT_FLAG) {
+        if (next && takes_inputs(program) && !is_bool_text(next))
+            next = NULL; /* "--raw a.png": an input */
         if (eq || next) /* "--drop-last false": no argument follows a flag */
             return sc_error_set(SC_ERR_INVALID, "--%.*s takes no value (got '%s'): write --%s "
                                 "to turn it on, --no-%s to turn it off", (int)len, arg + 2,
@@ -875,6 +932,8 @@ static sc_status cli_prescan(host_program program, int argc, char **argv, const 
         const config_option *opt = NULL;
         const char *value = NULL;
         SC_TRY(cli_next(program, argc, argv, &i, &opt, &value));
+        if (!opt) /* an input */
+            continue;
         if (opt->type == OPT_HELP || opt->type == OPT_VERSION) {
             if (opt->type == OPT_HELP)
                 host_config_print_help(stdout, program);
@@ -921,13 +980,39 @@ static sc_status args_follow_path(const config_option *opt, bool path_named,
                         opt->name, dashes, partner(opt, OPT_LIST)->name);
 }
 
+static void reverse_args(char **argv, int from, int to)
+{
+    for (to--; from < to; from++, to--) {
+        char *swap = argv[from];
+        argv[from] = argv[to];
+        argv[to] = swap;
+    }
+}
+
+/* Moves the option argv[start, end) (with its value) before the inputs
+ * seen so far, argv[*first_input, start), keeping both in order. */
+static void move_before_inputs(char **argv, int *first_input, int start, int end)
+{
+    if (*first_input < start) {
+        reverse_args(argv, *first_input, start);
+        reverse_args(argv, start, end);
+        reverse_args(argv, *first_input, end);
+    }
+    *first_input += end - start;
+}
+
 static sc_status cli_apply(host_config *cfg, host_program program, int argc, char **argv)
 {
     bool seen[N_OPTIONS] = {0};
+    int first_input = 1; /* argv[first_input, i): the inputs read so far */
     for (int i = 1; i < argc;) {
         const config_option *opt = NULL;
         const char *value = NULL;
+        int start = i;
         SC_TRY(cli_next(program, argc, argv, &i, &opt, &value));
+        if (!opt) /* an input: it stays at the end of the block */
+            continue;
+        move_before_inputs(argv, &first_input, start, i);
         SC_TRY(args_follow_path(opt, seen[partner(opt, OPT_LIST) - options], "--"));
         list_restart(opt, cfg, !seen[opt - options]);
         seen[opt - options] = true;
@@ -935,6 +1020,10 @@ static sc_status cli_apply(host_config *cfg, host_program program, int argc, cha
         if (st != SC_OK)
             return sc_error_wrap(st, "--%s", opt->name);
         cfg->origin[opt - options] = HOST_ORIGIN_COMMAND_LINE;
+    }
+    if (takes_inputs(program)) {
+        cfg->inputs = argv + first_input;
+        cfg->n_inputs = argc > first_input ? argc - first_input : 0;
     }
     return SC_OK;
 }
@@ -1372,7 +1461,8 @@ static const char *const group_resume_loss[] = {
     [GROUP_RUN] = "the run differs", [GROUP_TENSORBOARD] = "the run differs",
     [GROUP_INIT] = "other parameters train, so the weights drift from those of the "
                    "uninterrupted run",
-    [GROUP_EVAL] = "the run differs", [GROUP_GENERAL] = "the run differs",
+    [GROUP_EVAL] = "the run differs", [GROUP_PREDICT] = "the run differs",
+    [GROUP_GENERAL] = "the run differs",
 };
 
 /* The [params "PATTERN"] sections, compared as a whole: 1 when they differ. */
@@ -1442,8 +1532,10 @@ static const char *shown_default(const config_option *opt, host_program program)
 {
     if (!opt->def || (opt->required & program))
         return NULL;
-    if (opt->inherited && program == HOST_PROGRAM_TEST)
+    if (opt->inherited && program != HOST_PROGRAM_TRAIN)
         return "the checkpoint's";
+    if (program == HOST_PROGRAM_PREDICT && opt->predict.shown_def)
+        return opt->predict.shown_def;
     if (opt->shown_def)
         return opt->shown_def;
     return opt->def[0] ? opt->def : "none";
@@ -1471,7 +1563,8 @@ static void print_option_help(FILE *out, const config_option *opt, host_program 
     snprintf(left, sizeof left, "--%s%s%s", opt->name, arg ? " " : "", arg ? arg : "");
     const char *def = shown_default(opt, program);
     int n = condition_prefix(&opt->used_if, right, sizeof right);
-    n += snprintf(right + n, sizeof right - (size_t)n, "%s", opt->help);
+    bool own = program == HOST_PROGRAM_PREDICT && opt->predict.help;
+    n += snprintf(right + n, sizeof right - (size_t)n, "%s", own ? opt->predict.help : opt->help);
     if (opt->required & program)
         snprintf(right + n, sizeof right - (size_t)n, " (required)");
     else if (def)
@@ -1483,17 +1576,35 @@ static void print_option_help(FILE *out, const config_option *opt, host_program 
     print_wrapped(out, right, COLUMN, COLUMN);
 }
 
+/* --help's usage line after the program's name, and what it does. */
+static void print_usage(FILE *out, host_program program)
+{
+    static const char *const usage[][2] = {
+        [HOST_PROGRAM_TRAIN] = {
+            "--model PATH --dataset PATH [options]",
+            "Trains a model plugin on a dataset plugin: validates after each epoch, tests after\n"
+            "the last, and keeps config, metrics and checkpoints in the run directory."},
+        [HOST_PROGRAM_TEST] = {
+            "--checkpoint PATH [options]",
+            "Evaluates a checkpoint on one split of a dataset; for a classifier, writes\n"
+            "per-sample predictions with their top classes, a confusion matrix and\n"
+            "per-class accuracy."},
+        [HOST_PROGRAM_PREDICT] = {
+            "--checkpoint PATH [options] INPUT...",
+            "Runs a checkpoint's network on raw inputs, decoded by its dataset plugin as the\n"
+            "test split is: files (an image, a text row), or '-' for stdin, one input a line\n"
+            "(CSV rows). Prints, per input, the top classes with their probabilities, or the\n"
+            "network's outputs for what is no classifier (or with --raw). An input that\n"
+            "fails is one line on stderr and the others are still predicted; the exit\n"
+            "status is then 3. See docs/predict.md."},
+    };
+    fprintf(out, "Usage: %s %s\n\n%s\n", host_program_name(program), usage[program][0],
+            usage[program][1]);
+}
+
 void host_config_print_help(FILE *out, host_program program)
 {
-    bool train = program == HOST_PROGRAM_TRAIN;
-    fprintf(out, "Usage: %s %s [options]\n\n%s\n", host_program_name(program),
-            train ? "--model PATH --dataset PATH" : "--checkpoint PATH",
-            train ? "Trains a model plugin on a dataset plugin: validates after each epoch, "
-                    "tests after\nthe last, and keeps config, metrics and checkpoints in "
-                    "the run directory."
-                  : "Evaluates a checkpoint on one split of a dataset; for a classifier, writes\n"
-                    "per-sample predictions with their top classes, a confusion matrix and\n"
-                    "per-class accuracy.");
+    print_usage(out, program);
     int group = -1;
     for (int i = 0; i < N_OPTIONS; i++) {
         const config_option *opt = &options[i];

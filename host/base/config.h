@@ -1,8 +1,9 @@
-/* config.h — every option of scorch-train and scorch-test.
+/* config.h — every option of scorch-train, scorch-test and scorch-predict.
  *
  * One table drives the command line, the INI file (--config; same names
- * without the dashes, in the [train] section, or [test] for scorch-test),
- * --help, and the resolved config.ini written into the run directory. The
+ * without the dashes, in the [train] section, [test] for scorch-test,
+ * [predict] for scorch-predict), --help, and the resolved config.ini
+ * written into the run directory. The
  * command line wins over the INI file, which wins over the defaults.
  * Unknown keys and bad values are errors naming the key (and the file and
  * line for INI).
@@ -28,7 +29,12 @@ typedef struct host_path_list {
     char args[HOST_MAX_HOOK_PLUGINS][1024];
 } host_path_list;
 
-typedef enum host_program { HOST_PROGRAM_TRAIN = 1, HOST_PROGRAM_TEST = 2 } host_program;
+/* Bits: the option table marks each option with the programs it has. */
+typedef enum host_program {
+    HOST_PROGRAM_TRAIN = 1,
+    HOST_PROGRAM_TEST = 2,
+    HOST_PROGRAM_PREDICT = 4,
+} host_program;
 
 /* Room for the rows of config.c's option table (it checks that they fit). */
 enum { HOST_CONFIG_MAX_OPTIONS = 96 };
@@ -117,6 +123,12 @@ typedef struct host_config {
     char confusion[HOST_PATH_MAX];    /* --confusion CSV path ("" = none) */
     char per_class[HOST_PATH_MAX];    /* --per-class CSV path ("" = none) */
     bool ema;                       /* --ema: evaluate the checkpoint's EMA weights */
+    /* scorch-predict */
+    char input_list[HOST_PATH_MAX];   /* --input-list FILE: a path a line ("-" stdin; "" none) */
+    char format[8];                 /* --format auto|text|csv|jsonl (auto) */
+    bool raw;                       /* --raw: the outputs, not the top classes */
+    char **inputs;                  /* the arguments that are no options, in order (argv's) */
+    int n_inputs;
     /* Per option, in the table's order: HOST_ORIGIN_DEFAULT, _COMMAND_LINE
      * or the INI line that set it. Read it with host_config_user_set. */
     int origin[HOST_CONFIG_MAX_OPTIONS];
@@ -137,13 +149,17 @@ sc_status host_config_lr_find_range(const char *text, double *min_lr, double *ma
  * options, options the user set that the chosen optimizer or schedule does
  * not use, and the machine's limits (--threads, --workers).
  * Returns SC_OK, or an error with a message; sets *exit_now (and prints to
- * stdout) for --help and --version. */
+ * stdout) for --help and --version. scorch-predict's inputs (the arguments
+ * that are no options, anywhere on the line) are moved to the end of argv,
+ * in order, as GNU getopt moves them, and cfg->inputs points at them; a
+ * flag never takes the argument after it (unless it is true or false,
+ * which is refused as for every flag). */
 sc_status host_config_parse(host_config *cfg, host_program program, int argc, char **argv,
                           bool *exit_now);
 
 /* Applies an INI file over cfg: `name = value` lines, names as on the
- * command line without the dashes, in section [train] (scorch-train) or
- * [test] (scorch-test); flags take true or false. Each value is checked
+ * command line without the dashes, in the program's section ([train],
+ * [test] or [predict]); flags take true or false. Each value is checked
  * alone; the checks across options and against the machine are
  * host_config_parse's, so a configuration saved elsewhere always loads. */
 sc_status host_config_load_ini(host_config *cfg, host_program program, const char *path);
@@ -183,7 +199,7 @@ int host_config_resume_changes(const host_config *saved, const host_config *cfg,
  * their args — that cfg leaves empty. */
 void host_config_inherit(host_config *cfg, const host_config *saved);
 
-/* "scorch-train" or "scorch-test". */
+/* "scorch-train", "scorch-test" or "scorch-predict". */
 const char *host_program_name(host_program program);
 
 #endif

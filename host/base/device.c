@@ -22,6 +22,7 @@ static const struct {
     {"cpu", HOST_DEVICES_CPU},
     {"auto", HOST_DEVICES_AUTO},
     {"parallel", HOST_DEVICES_PARALLEL},
+    {"dataparallel", HOST_DEVICES_PARALLEL}, /* the seeds' name (PyTorch's DataParallel) */
     {"distributed_dataparallel", HOST_DEVICES_DDP},
 };
 
@@ -66,7 +67,7 @@ sc_status host_device_parse(const char *text, host_device_request *out)
         return parse_gpu_list(text, text + 5, out);
     return sc_error_set(SC_ERR_INVALID,
                         "'%s' is not a device (cpu, cuda, cuda:N, cuda:N,M,..., auto, parallel "
-                        "or distributed_dataparallel)",
+                        "(or dataparallel) or distributed_dataparallel)",
                         text);
 }
 

@@ -342,3 +342,21 @@ void host_jsonl_free(host_jsonl_file *file)
     free(file->records);
     memset(file, 0, sizeof *file);
 }
+
+void host_json_put_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n"
+                          : c == '\r' ? "\\r" : c == '\t' ? "\\t" : c == '\b' ? "\\b"
+                          : c == '\f' ? "\\f" : NULL;
+        if (esc)
+            fputs(esc, f);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}

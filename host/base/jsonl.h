@@ -8,6 +8,8 @@
 #ifndef SCORCH_HOST_JSONL_H
 #define SCORCH_HOST_JSONL_H
 
+#include <stdio.h>
+
 #include "scorch/status.h"
 
 typedef enum host_json_type { HOST_JSON_NULL, HOST_JSON_NUMBER, HOST_JSON_STRING } host_json_type;
@@ -43,5 +45,9 @@ typedef struct host_jsonl_file {
 /* Reads every complete line of path; errors read "PATH:LINE:COLUMN: ...". */
 sc_status host_jsonl_read(const char *path, host_jsonl_file *file);
 void host_jsonl_free(host_jsonl_file *file);
+
+/* Writes s as a JSON string as serde_json writes one: quotes, backslashes
+ * and control characters escaped, everything else (UTF-8 too) as it is. */
+void host_json_put_string(FILE *f, const char *s);
 
 #endif

@@ -1,11 +1,10 @@
 /* plugin_loader.c — dlopen a plugin, find its well-known symbol, and refuse
  * it, with one message naming the file, unless its ABI header and required
- * functions are in order. */
+ * functions are in order (libscorch's checks, scorch_host/plugin.h). */
 #include "base/plugin_loader.h"
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,113 +14,7 @@
 #include "base/crash.h"
 #include "base/device.h"
 #include "scorch/args.h"
-
-/* The end of a struct's field: a struct whose abi.size reaches it has it. */
-#define END_OF(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
-
-enum { KNOWN_MINORS = 5 };
-_Static_assert(SC_ABI_MINOR + 1 == KNOWN_MINORS, "a new minor needs its sizes in abi_structs");
-
-/* Each struct's least abi.size per minor: the end of the last field that
- * minor defines, 0 before the struct existed. Minors only append, so a row
- * never shrinks; a row that stays the same means the minor added nothing
- * to that struct. */
-static const struct {
-    const char *what;
-    size_t size[KNOWN_MINORS];
-} abi_structs[HOST_ABI_STRUCT_COUNT] = {
-    [HOST_ABI_MODEL] = {"model plugin",
-                        {END_OF(sc_model_plugin, socket_param_trains),
-                         END_OF(sc_model_plugin, preferred_device),
-                         END_OF(sc_model_plugin, preferred_device),
-                         END_OF(sc_model_plugin, preferred_device),
-                         END_OF(sc_model_plugin, preferred_device)}},
-    [HOST_ABI_DATASET] = {"dataset plugin",
-                          {END_OF(sc_dataset_plugin, class_name),
-                           END_OF(sc_dataset_plugin, class_name),
-                           END_OF(sc_dataset_plugin, class_name),
-                           END_OF(sc_dataset_plugin, class_name),
-                           END_OF(sc_dataset_plugin, index_decode)}},
-    [HOST_ABI_HOOKS] = {"hook table",
-                        {END_OF(sc_hook_table, hooks), END_OF(sc_hook_table, hooks),
-                         END_OF(sc_hook_table, hooks), END_OF(sc_hook_table, hooks),
-                         END_OF(sc_hook_table, hooks)}},
-    [HOST_ABI_USER_FUNCS] = {"user function table",
-                             {0, END_OF(sc_user_func_table, funcs),
-                              END_OF(sc_user_func_table, funcs),
-                              END_OF(sc_user_func_table, funcs),
-                              END_OF(sc_user_func_table, funcs)}},
-    [HOST_ABI_HOOK_ARG_KEYS] = {"scorch_hook_arg_keys",
-                                {0, 0, END_OF(sc_hook_arg_keys, keys),
-                                 END_OF(sc_hook_arg_keys, keys), END_OF(sc_hook_arg_keys, keys)}},
-    [HOST_ABI_HOOK_ACTIONS] = {"hook actions",
-                               {0, 0, 0, END_OF(sc_hook_actions, log_image),
-                                END_OF(sc_hook_actions, log_image)}},
-};
-
-typedef struct required_fn {
-    const char *name;
-    size_t offset;
-} required_fn;
-
-#define REQUIRED(type, field) {#field, offsetof(type, field)}
-
-static const required_fn model_required[] = {
-    REQUIRED(sc_model_plugin, network_create),   REQUIRED(sc_model_plugin, network_destroy),
-    REQUIRED(sc_model_plugin, network_forward),  REQUIRED(sc_model_plugin, socket_criterion),
-    REQUIRED(sc_model_plugin, socket_metrics),   REQUIRED(sc_model_plugin, socket_main_metric),
-};
-
-static const required_fn dataset_required[] = {
-    REQUIRED(sc_dataset_plugin, index_open),      REQUIRED(sc_dataset_plugin, index_close),
-    REQUIRED(sc_dataset_plugin, dataset_open),    REQUIRED(sc_dataset_plugin, dataset_close),
-    REQUIRED(sc_dataset_plugin, dataset_len),     REQUIRED(sc_dataset_plugin, dataset_spec),
-    REQUIRED(sc_dataset_plugin, dataset_getitem),
-};
-
-#define N_REQUIRED(a) (sizeof(a) / sizeof((a)[0]))
-
-size_t host_abi_size(host_abi_struct which, unsigned minor)
-{
-    return minor < KNOWN_MINORS ? abi_structs[which].size[minor] : 0;
-}
-
-/* The first minor that has the struct. */
-static unsigned abi_since(host_abi_struct which)
-{
-    unsigned minor = 0;
-    while (!abi_structs[which].size[minor])
-        minor++;
-    return minor;
-}
-
-sc_status host_abi_check_as(const sc_abi_header *abi, host_abi_struct which, unsigned host_minor)
-{
-    const char *what = abi_structs[which].what;
-    if (abi->magic != SC_ABI_MAGIC)
-        return sc_error_set(SC_ERR_PLUGIN,
-                            "%s has a bad magic number 0x%08" PRIx32 " (expected 0x%08x): "
-                            "not made with SC_ABI_HEADER",
-                            what, abi->magic, SC_ABI_MAGIC);
-    if (abi->major != SC_ABI_MAJOR || abi->minor > host_minor)
-        return sc_error_set(SC_ERR_PLUGIN, "%s built for plugin ABI %u.%u, this scorch speaks %d.%u",
-                            what, abi->major, abi->minor, SC_ABI_MAJOR, host_minor);
-    size_t need = host_abi_size(which, abi->minor);
-    if (!need)
-        return sc_error_set(SC_ERR_PLUGIN, "%s claims plugin ABI %u.%u, which has none (it came "
-                            "with %d.%u)", what, abi->major, abi->minor, SC_ABI_MAJOR,
-                            abi_since(which));
-    if (abi->size < need)
-        return sc_error_set(SC_ERR_PLUGIN,
-                            "%s declares %" PRIu32 " bytes, plugin ABI %u.%u needs at least %zu",
-                            what, abi->size, abi->major, abi->minor, need);
-    return SC_OK;
-}
-
-sc_status host_abi_check(const sc_abi_header *abi, host_abi_struct which)
-{
-    return host_abi_check_as(abi, which, SC_ABI_MINOR);
-}
+#include "scorch_host/plugin.h"
 
 sc_host_info host_plugin_host_info(sc_device_kind device)
 {
@@ -129,41 +22,16 @@ sc_host_info host_plugin_host_info(sc_device_kind device)
                           .device_kind = device};
 }
 
-static sc_status check_name(const char *name, const char *kind)
-{
-    if (!name || !name[0])
-        return sc_error_set(SC_ERR_PLUGIN, "%s plugin leaves name empty (required)", kind);
-    return SC_OK;
-}
-
-static sc_status check_required(const void *api, const required_fn *req, size_t n,
-                                const char *kind, const char *name)
-{
-    for (size_t i = 0; i < n; i++) {
-        /* Function pointers share one representation on every platform
-         * that has dlopen, so any of them reads as void (*)(void). */
-        void (*fn)(void);
-        memcpy(&fn, (const char *)api + req[i].offset, sizeof fn);
-        if (!fn)
-            return sc_error_set(SC_ERR_PLUGIN, "%s plugin '%s' leaves %s NULL (required)", kind,
-                                name, req[i].name);
-    }
-    return SC_OK;
-}
-
 /* An appended (1.1) field is read only when the plugin's struct reaches its
  * end. */
 static const char *preferred_device(const sc_model_plugin *api)
 {
-    bool has = api->abi.size >= END_OF(sc_model_plugin, preferred_device);
-    return has ? api->preferred_device : NULL;
+    return SC_ABI_HOLDS(api, preferred_device) ? api->preferred_device : NULL;
 }
 
 static sc_status check_model(const sc_model_plugin *api)
 {
-    SC_TRY(host_abi_check(&api->abi, HOST_ABI_MODEL));
-    SC_TRY(check_name(api->name, "model"));
-    SC_TRY(check_required(api, model_required, N_REQUIRED(model_required), "model", api->name));
+    SC_TRY(sc_model_plugin_check(api));
     host_device_request req;
     const char *device = preferred_device(api);
     if (device && host_device_parse(device, &req) != SC_OK)
@@ -181,7 +49,7 @@ typedef sc_status (*decode_fn)(void *index, const sc_raw_input *raw, sc_tensor_l
 /* The dataset's index_decode (1.4), read only from a struct that holds it. */
 static decode_fn index_decode(const sc_dataset_plugin *api)
 {
-    return api->abi.size >= END_OF(sc_dataset_plugin, index_decode) ? api->index_decode : NULL;
+    return SC_ABI_HOLDS(api, index_decode) ? api->index_decode : NULL;
 }
 
 bool host_dataset_decodes(const host_dataset_lib *lib)
@@ -199,14 +67,6 @@ sc_status host_dataset_decode(const host_dataset_lib *lib, void *index, const sc
     sc_status st;
     HOST_PLUGIN_CALL(lib->lib.path, "index_decode", st = decode(index, raw, inputs));
     return st == SC_OK ? SC_OK : host_plugin_failed(st, lib->lib.path, "index_decode");
-}
-
-static sc_status check_dataset(const sc_dataset_plugin *api)
-{
-    SC_TRY(host_abi_check(&api->abi, HOST_ABI_DATASET));
-    SC_TRY(check_name(api->name, "dataset"));
-    return check_required(api, dataset_required, N_REQUIRED(dataset_required), "dataset",
-                          api->name);
 }
 
 static const void *lib_symbol(const host_plugin_lib *lib, const char *symbol)
@@ -292,7 +152,7 @@ sc_status host_dataset_lib_open(const char *path, host_dataset_lib *out)
     const void *api;
     *out = (host_dataset_lib){0};
     SC_TRY(lib_open(path, "scorch_dataset_plugin", &out->lib, &api));
-    sc_status st = check_dataset(api);
+    sc_status st = sc_dataset_plugin_check(api);
     if (st != SC_OK)
         return refuse(&out->lib, st, path);
     out->api = api;
@@ -307,7 +167,7 @@ static sc_status arg_keys(const host_plugin_lib *lib, const char *const **keys)
     *keys = NULL;
     if (!declared)
         return SC_OK;
-    SC_TRY(host_abi_check(&declared->abi, HOST_ABI_HOOK_ARG_KEYS));
+    SC_TRY(sc_abi_check(&declared->abi, SC_ABI_HOOK_ARG_KEYS));
     *keys = declared->keys;
     return SC_OK;
 }

@@ -1,7 +1,9 @@
 /* plugin_loader.h — loading model, dataset and hooks plugins.
  *
  * dlopen(RTLD_NOW | RTLD_LOCAL), then the well-known symbol is looked up
- * and its ABI header checked: magic, major == SC_ABI_MAJOR, minor <=
+ * and checked as libscorch checks every plugin (sc_model_plugin_check,
+ * sc_dataset_plugin_check in scorch_host/plugin.h, which hold the one
+ * table of each minor's sizes): magic, major == SC_ABI_MAJOR, minor <=
  * SC_ABI_MINOR, size >= the size that minor defines for that struct; then
  * every required function. Any refusal is one message naming the file and
  * what is wrong ("mlp.so: model plugin built for plugin ABI 2.0, this
@@ -17,17 +19,6 @@
 #include "scorch/hooks.h"
 #include "scorch/plugin.h"
 #include "scorch/user_funcs.h"
-
-/* The structs of the plugin ABI that start with an sc_abi_header. */
-typedef enum host_abi_struct {
-    HOST_ABI_MODEL,         /* sc_model_plugin */
-    HOST_ABI_DATASET,       /* sc_dataset_plugin */
-    HOST_ABI_HOOKS,         /* sc_hook_table */
-    HOST_ABI_USER_FUNCS,    /* sc_user_func_table, since 1.1 */
-    HOST_ABI_HOOK_ARG_KEYS, /* sc_hook_arg_keys, since 1.2 */
-    HOST_ABI_HOOK_ACTIONS,  /* sc_hook_actions, the host's own; a header since 1.3 */
-    HOST_ABI_STRUCT_COUNT
-} host_abi_struct;
 
 typedef struct host_plugin_lib {
     void *handle;                    /* from dlopen */
@@ -76,19 +67,6 @@ sc_status host_dataset_decode(const host_dataset_lib *lib, void *index, const sc
 /* Closes what an open filled (a zeroed lib is fine); the plugin's structs
  * and hooks are gone afterwards. */
 void host_plugin_lib_close(host_plugin_lib *lib);
-
-/* The least abi.size of `which` built for `minor` (at most SC_ABI_MINOR):
- * the end of the last field that minor defines; 0 when the struct came in
- * a later minor. */
-size_t host_abi_size(host_abi_struct which, unsigned minor);
-
-/* Checks an ABI header as a host speaking 1.host_minor does: magic, major
- * == SC_ABI_MAJOR, minor <= host_minor, a struct that minor has, and size
- * >= host_abi_size(which, minor). The message names the struct ("model
- * plugin", "hook table"), and for a short one the minor and both sizes. */
-sc_status host_abi_check_as(const sc_abi_header *abi, host_abi_struct which, unsigned host_minor);
-/* host_abi_check_as for this host, which speaks SC_ABI_MINOR. */
-sc_status host_abi_check(const sc_abi_header *abi, host_abi_struct which);
 
 /* What plugins learn from sc_host() while a run on `device` opens its
  * dataset and creates its network. */

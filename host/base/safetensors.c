@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/jsonl.h"
+
 /* The reference reader's limit on the header; ours on a tensor, far above
  * any weight a file holds and far below an element count that overflows. */
 #define HEADER_MAX 100000000ull
@@ -880,31 +882,11 @@ static sc_status check_entries(const host_safetensors_entry *const *order, int n
     return SC_OK;
 }
 
-/* A JSON string as serde_json writes it: quotes, backslashes and control
- * characters escaped, everything else (UTF-8 too) as it is. */
-static void put_json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n"
-                          : c == '\r' ? "\\r" : c == '\t' ? "\\t" : c == '\b' ? "\\b"
-                          : c == '\f' ? "\\f" : NULL;
-        if (esc)
-            fputs(esc, f);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void put_tensor_entry(FILE *f, const host_safetensors_entry *e, uint64_t *offset)
 {
     const sc_tensor *t = e->tensor;
     uint64_t bytes = (uint64_t)t->numel * sc_dtype_size(t->dtype);
-    put_json_string(f, e->name);
+    host_json_put_string(f, e->name);
     fprintf(f, ":{\"dtype\":\"%s\",\"shape\":[", dtypes[dtype_of(t->dtype)].name);
     for (int d = 0; d < t->ndim; d++)
         fprintf(f, "%s%" PRId64, d ? "," : "", t->shape[d]);
@@ -926,9 +908,9 @@ static sc_status compose_header(const host_safetensors_entry *const *order, int 
         fputs("\"__metadata__\":{", f);
     for (int i = 0; i < n_meta; i++) {
         fputs(i ? "," : "", f);
-        put_json_string(f, meta[i]->key);
+        host_json_put_string(f, meta[i]->key);
         fputc(':', f);
-        put_json_string(f, meta[i]->value);
+        host_json_put_string(f, meta[i]->value);
     }
     fputs(n_meta ? "}" : "", f);
     uint64_t offset = 0;

@@ -1,6 +1,7 @@
 /* scorch-plot: a PNG of loss and metrics per epoch for every phase of one
  * or more runs (their metrics.jsonl), one panel per quantity, one line per
- * run and phase. See docs/inspecting.md. */
+ * run and phase; or, with --sweep, a sweep's best metric per trial against
+ * each swept value. See docs/inspecting.md and docs/sweeps.md. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -10,8 +11,10 @@
 
 #include "base/jsonl.h"
 #include "observe/plot.h"
+#include "sweep/plan.h"
+#include "sweep/state.h"
 
-enum { EXIT_USAGE = 2, PATH_LEN = 4096, LABEL_LEN = 256, SIZE_MIN = 200, SIZE_MAX = 8000 };
+enum { EXIT_USAGE = 2, PATH_LEN = 4096, LABEL_LEN = 256, PIXELS_MIN = 200, PIXELS_MAX = 8000 };
 
 /* ---- string lists ---- */
 
@@ -47,15 +50,19 @@ typedef struct plot_args {
     name_list runs;    /* as given */
     name_list metrics; /* --metric, in order; empty: loss and every metric */
     const char *output;
+    const char *sweep; /* --sweep DIR */
     int width, height;
 } plot_args;
 
 static void usage(FILE *out)
 {
-    fputs("Usage: scorch-plot RUN_DIR [RUN_DIR...] [-o PNG] [--metric NAME]... [--size WxH]\n\n"
+    fputs("Usage: scorch-plot RUN_DIR [RUN_DIR...] [-o PNG] [--metric NAME]... [--size WxH]\n"
+          "       scorch-plot --sweep DIR [-o PNG] [--size WxH]\n\n"
           "Draws loss and metrics per epoch for every phase (train, valid, test, ...) of\n"
           "each run from its metrics.jsonl: one panel per quantity, one line per run and\n"
-          "phase. A RUN_DIR may also be a metrics.jsonl file.\n\n"
+          "phase. A RUN_DIR may also be a metrics.jsonl file. With --sweep, draws the best\n"
+          "metric of each trial of a scorch-sweep against each swept value, one panel per\n"
+          "value (default output: DIR/sweep.png).\n\n"
           "  -o, --output PNG     where to write the PNG (default: RUN_DIR/metrics.png;\n"
           "                       required with several runs)\n"
           "  --metric NAME        a quantity to plot; repeat it or give NAME,NAME,...\n"
@@ -95,10 +102,10 @@ static sc_status parse_size(const char *text, plot_args *a)
     if (sscanf(text, "%d%c%d%c", &a->width, &x, &a->height, &rest) != 3 || x != 'x')
         return sc_error_set(SC_ERR_INVALID, "--size %s: expected WIDTHxHEIGHT, e.g. 1200x800",
                             text);
-    if (a->width < SIZE_MIN || a->width > SIZE_MAX || a->height < SIZE_MIN ||
-        a->height > SIZE_MAX)
+    if (a->width < PIXELS_MIN || a->width > PIXELS_MAX || a->height < PIXELS_MIN ||
+        a->height > PIXELS_MAX)
         return sc_error_set(SC_ERR_INVALID, "--size %s: width and height must be %d..%d", text,
-                            SIZE_MIN, SIZE_MAX);
+                            PIXELS_MIN, PIXELS_MAX);
     return SC_OK;
 }
 
@@ -127,6 +134,13 @@ static sc_status parse_arg(int argc, char **argv, int *i, plot_args *a)
     SC_TRY(option_value(argc, argv, i, "--size", NULL, &value, &matched));
     if (matched)
         return parse_size(value, a);
+    SC_TRY(option_value(argc, argv, i, "--sweep", NULL, &value, &matched));
+    if (matched) {
+        if (a->sweep)
+            return sc_error_set(SC_ERR_INVALID, "--sweep is given twice");
+        a->sweep = value;
+        return SC_OK;
+    }
     if (argv[*i][0] == '-' && argv[*i][1])
         return sc_error_set(SC_ERR_INVALID, "unknown option %s (see scorch-plot --help)",
                             argv[*i]);
@@ -145,6 +159,11 @@ static sc_status parse_args(int argc, char **argv, plot_args *a, bool *help)
         }
         SC_TRY(parse_arg(argc, argv, &i, a));
     }
+    if (a->sweep && (a->runs.n || a->metrics.n))
+        return sc_error_set(SC_ERR_INVALID, "--sweep draws one sweep: not with %s",
+                            a->runs.n ? "run directories" : "--metric");
+    if (a->sweep)
+        return SC_OK;
     if (a->runs.n == 0)
         return sc_error_set(SC_ERR_INVALID, "no run directory given (see scorch-plot --help)");
     if (a->runs.n > 1 && !a->output)
@@ -449,6 +468,155 @@ static sc_status build_figure(figure_data *d, const run *runs, int nruns,
     return st;
 }
 
+/* ---- --sweep ---- */
+
+/* A trial's x in a dimension's panel: its number (log10 on a log scale),
+ * or, for words, the word's place among the dimension's values. */
+static double sweep_x(const host_space_dim *dim, bool numeric, const char *value)
+{
+    if (numeric) {
+        double v = strtod(value, NULL);
+        return host_space_dim_is_log(dim) ? log10(v) : v;
+    }
+    for (int i = 0; i < dim->count; i++)
+        if (strcmp(dim->values[i], value) == 0)
+            return i;
+    return NAN;
+}
+
+static bool is_number(const char *text)
+{
+    char *end;
+    double v = strtod(text, &end);
+    return end != text && !*end && isfinite(v);
+}
+
+/* "lr (log10)", or for words "optimizer: 0 adam, 1 sgd". */
+static void sweep_xlabel(const host_space_dim *dim, bool numeric, char *buf, size_t size)
+{
+    size_t used = (size_t)snprintf(buf, size, "%s%s", dim->name,
+                                   numeric && host_space_dim_is_log(dim) ? " (log10)"
+                                   : numeric                             ? ""
+                                                                         : ":");
+    for (int i = 0; !numeric && i < dim->count && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s %d %s", i ? "," : "", i,
+                                 dim->values[i]);
+}
+
+/* The trials drawn, by how they ended. */
+static const host_trial_status sweep_groups[] = {HOST_TRIAL_DONE, HOST_TRIAL_STOPPED,
+                                                 HOST_TRIAL_RUNNING};
+enum { SWEEP_GROUPS = sizeof sweep_groups / sizeof sweep_groups[0] };
+
+typedef struct sweep_figure {
+    host_plot_style styles[SWEEP_GROUPS]; /* of the groups that have trials */
+    int style_of[SWEEP_GROUPS];
+    int style_count;
+    host_plot_panel *panels;
+    host_plot_series *series;
+    double *values;
+    char (*xlabels)[LABEL_LEN];
+    char title[PATH_LEN + 64], ytitle[LABEL_LEN];
+} sweep_figure;
+
+/* Panel d: one series per group, of the trials with a best value. */
+static void sweep_panel(sweep_figure *f, int d, const host_space_dim *dim,
+                        const host_trial *trials, int64_t count)
+{
+    bool numeric = true;
+    for (int64_t t = 0; t < count; t++)
+        numeric = numeric && is_number(trials[t].values[d]);
+    sweep_xlabel(dim, numeric, f->xlabels[d], LABEL_LEN);
+    host_plot_series *series = &f->series[d * SWEEP_GROUPS];
+    f->panels[d] = (host_plot_panel){f->ytitle, f->xlabels[d], series, 0};
+    for (int g = 0; g < SWEEP_GROUPS; g++) {
+        double *x = f->values + ((size_t)d * SWEEP_GROUPS + (size_t)g) * 2 * (size_t)count;
+        double *y = x + count;
+        int n = 0;
+        for (int64_t t = 0; t < count; t++)
+            if (trials[t].status == sweep_groups[g] && isfinite(trials[t].best)) {
+                x[n] = sweep_x(dim, numeric, trials[t].values[d]);
+                y[n++] = trials[t].best;
+            }
+        if (n)
+            series[f->panels[d].count++] = (host_plot_series){f->style_of[g], x, y, n};
+    }
+}
+
+static sc_status draw_sweep(const plot_args *a, const host_sweep_plan *plan,
+                            const host_sweep_settings *settings, const host_trial *trials,
+                            int64_t count, const char *output)
+{
+    static const host_plot_style group_styles[SWEEP_GROUPS] = {
+        {"done", 0, HOST_PLOT_POINTS},
+        {"stopped early", 1, HOST_PLOT_POINTS},
+        {"interrupted", 7, HOST_PLOT_POINTS},
+    };
+    int dims = plan->space.count;
+    sweep_figure f = {
+        .panels = calloc((size_t)dims, sizeof *f.panels),
+        .series = calloc((size_t)dims * SWEEP_GROUPS, sizeof *f.series),
+        .values = calloc((size_t)dims * SWEEP_GROUPS * 2 * (size_t)(count ? count : 1),
+                         sizeof *f.values),
+        .xlabels = calloc((size_t)dims, sizeof *f.xlabels),
+    };
+    sc_status st = f.panels && f.series && f.values && f.xlabels
+                       ? SC_OK
+                       : sc_error_set(SC_ERR_NOMEM, "out of memory for the figure");
+    for (int g = 0; g < SWEEP_GROUPS; g++) {
+        bool present = false;
+        for (int64_t t = 0; t < count; t++)
+            present = present || (trials[t].status == sweep_groups[g] && isfinite(trials[t].best));
+        f.style_of[g] = f.style_count;
+        if (present)
+            f.styles[f.style_count++] = group_styles[g];
+    }
+    const char *metric = settings->ranked_by[0] ? settings->ranked_by : "metric";
+    snprintf(f.ytitle, sizeof f.ytitle, "best %s", metric);
+    snprintf(f.title, sizeof f.title, "%s: best %s of %lld trials (%s is better)", a->sweep,
+             metric, (long long)count, settings->stop.maximize ? "higher" : "lower");
+    for (int d = 0; st == SC_OK && d < dims; d++)
+        sweep_panel(&f, d, &plan->space.dims[d], trials, count);
+    host_plot_figure fig = {f.title, f.styles, f.style_count, f.panels, dims, a->width,
+                            a->height};
+    if (st == SC_OK)
+        st = host_plot_write_png(&fig, output);
+    if (st == SC_OK)
+        printf("scorch-plot: wrote %s (%dx%d, %d panel%s, %lld trials)\n", output, a->width,
+               a->height, dims, dims == 1 ? "" : "s", (long long)count);
+    free(f.panels);
+    free(f.series);
+    free(f.values);
+    free(f.xlabels);
+    return st;
+}
+
+/* DIR/sweep.ini's space, DIR/state.jsonl's trials. */
+static sc_status plot_sweep(const plot_args *a)
+{
+    char path[PATH_LEN + 32], output[PATH_LEN + 32];
+    host_sweep_plan plan;
+    host_sweep_settings settings = {0};
+    host_trial *trials = NULL;
+    int64_t count = 0;
+    snprintf(path, sizeof path, "%s/sweep.ini", a->sweep);
+    snprintf(output, sizeof output, "%s", a->output ? a->output : "");
+    if (!a->output)
+        snprintf(output, sizeof output, "%s/sweep.png", a->sweep);
+    sc_status st = host_sweep_plan_load(path, &plan);
+    snprintf(path, sizeof path, "%s/state.jsonl", a->sweep);
+    if (st == SC_OK)
+        st = host_sweep_state_read(path, &plan.space, &settings, &trials, &count);
+    if (st == SC_OK && count == 0)
+        st = sc_error_set(SC_ERR_INVALID, "--sweep %s: no %s (is it a scorch-sweep --out?)",
+                          a->sweep, path);
+    if (st == SC_OK)
+        st = draw_sweep(a, &plan, &settings, trials, count, output);
+    host_trials_free(trials, count, plan.space.count);
+    host_sweep_plan_free(&plan);
+    return st;
+}
+
 /* ---- main ---- */
 
 /* RUN_DIR/metrics.png, or beside the metrics file given. */
@@ -515,7 +683,7 @@ int main(int argc, char **argv)
         code = EXIT_USAGE;
     } else if (help) {
         usage(stdout);
-    } else if (plot_runs(&a) != SC_OK) {
+    } else if ((a.sweep ? plot_sweep(&a) : plot_runs(&a)) != SC_OK) {
         fprintf(stderr, "scorch-plot: %s\n", sc_error_message());
         code = 1;
     }

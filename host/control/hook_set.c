@@ -8,9 +8,9 @@
 
 #include "base/config.h"
 #include "base/crash.h"
-#include "base/plugin_loader.h"
 #include "control/registry.h"
 #include "scorch/args.h"
+#include "scorch_host/plugin.h"
 
 const char *const host_hook_points[] = {
     "train_begin", "train_end",   "epoch_begin", "epoch_end",
@@ -127,7 +127,7 @@ static sc_status check_table(const host_hook_set *set, const sc_hook_table *tabl
 {
     if (!table)
         return sc_error_set(SC_ERR_INVALID, "no hook table");
-    SC_TRY(host_abi_check(&table->abi, HOST_ABI_HOOKS));
+    SC_TRY(sc_abi_check(&table->abi, SC_ABI_HOOKS));
     SC_TRY(host_table_check_entries("hook table", "n_hooks", table->n_hooks, "hooks",
                                     table->hooks));
     for (int i = 0; i < table->n_hooks; i++)
@@ -202,7 +202,7 @@ static sc_status append_table(host_hook_set *set, const sc_hook_table *table, co
     int first = set->n;
     for (int i = 0; i < table->n_hooks; i++)
         set->all[set->n++] = (hook_entry){table->hooks[i], name, args,
-                                          !host_abi_size(HOST_ABI_HOOK_ACTIONS, table->abi.minor)};
+                                          !sc_abi_size(SC_ABI_HOOK_ACTIONS, table->abi.minor)};
     sc_status st = rebuild_points(set);
     if (st != SC_OK)
         set->n = first; /* the name stays kept, unused, until the set is freed */
@@ -240,7 +240,7 @@ static sc_status run_point(host_hook_set *set, const char *point, const sc_hook_
     if (p < 0)
         return sc_error_set(SC_ERR_INVALID, "unknown hook point '%s'", point);
     const point_hooks *ph = &set->points[p];
-    if (ph->n && host_abi_check(&actions->abi, HOST_ABI_HOOK_ACTIONS) != SC_OK)
+    if (ph->n && sc_abi_check(&actions->abi, SC_ABI_HOOK_ACTIONS) != SC_OK)
         return sc_error_wrap(SC_ERR_STATE, "the actions given to the hooks at %s", point);
     for (int i = 0; i < ph->n; i++) {
         const hook_entry *e = &ph->hooks[i];

@@ -6,9 +6,9 @@
 
 #include "base/config.h"
 #include "base/crash.h"
-#include "base/plugin_loader.h"
 #include "control/registry.h"
 #include "scorch/args.h"
+#include "scorch_host/plugin.h"
 
 typedef struct func_entry {
     sc_user_func func;  /* name and function point into the plugin */
@@ -70,7 +70,7 @@ static sc_status check_func(const host_user_funcs *funcs, const sc_user_func_tab
 
 static sc_status check_table(const host_user_funcs *funcs, const sc_user_func_table *table)
 {
-    SC_TRY(host_abi_check(&table->abi, HOST_ABI_USER_FUNCS));
+    SC_TRY(sc_abi_check(&table->abi, SC_ABI_USER_FUNCS));
     SC_TRY(host_table_check_entries("user function table", "n_funcs", table->n_funcs, "funcs",
                                     table->funcs));
     for (int i = 0; i < table->n_funcs; i++)

@@ -56,6 +56,24 @@ static sc_status settle_failure(host_dist *d, sc_status local, int who)
     return agreed_failure(d);
 }
 
+/* The ranks met in different collectives: one in a plugin's call (or in
+ * one with other arguments), another elsewhere. Every rank of the check
+ * sees it; each names its own call. */
+static sc_status calls_differ(host_dist *d)
+{
+    d->failed = true;
+    d->failed_status = SC_ERR_STATE;
+    snprintf(d->failed_message, sizeof d->failed_message,
+             "the ranks' collectives do not match: rank %d is in %s and another rank in "
+             "%s (a plugin must make the same sc_dist_* calls, with the same sizes, on "
+             "every rank and in the same order)",
+             d->rank, d->call_what ? d->call_what : "one of scorch's own",
+             d->call_what ? "a different call, or in the same one with other sizes"
+                          : "a plugin's sc_dist_* call");
+    silent = d->rank != 0;
+    return agreed_failure(d);
+}
+
 sc_status host_dist_exchange(host_dist *d, sc_status local, int v[HOST_V_COUNT])
 {
     if (d->failed)
@@ -65,9 +83,12 @@ sc_status host_dist_exchange(host_dist *d, sc_status local, int v[HOST_V_COUNT])
     host_dist_finish_round(d);
     double t0 = host_now();
     v[HOST_V_FAILED] = local != SC_OK ? d->world - d->rank : 0;
-    d->ops->max_ints(d->comm, v, HOST_V_COUNT, "the status check");
+    v[HOST_V_CALL] = d->call_digest;
+    v[HOST_V_CALL_LOW] = INT_MAX - d->call_digest;
+    d->ops->max_ints(d->comm, v, HOST_V_COUNT, d->call_what ? d->call_what : "the status check");
     sc_status st = v[HOST_V_FAILED] ? settle_failure(d, local, d->world - v[HOST_V_FAILED])
-                                    : SC_OK;
+                   : v[HOST_V_CALL] != INT_MAX - v[HOST_V_CALL_LOW] ? calls_differ(d)
+                                                                    : SC_OK;
     d->comm_s += host_now() - t0;
     return st;
 }

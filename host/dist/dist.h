@@ -82,9 +82,12 @@ int host_dist_run_replicas(int replicas, double timeout_s,
  * rank from MPI_Comm_split_type); else a world of one. Rank 0 speaks for
  * the job: a launched rank other than 0 sends its stdout to /dev/null
  * (replicas other than 0 are quiet), and errors go to stderr prefixed
- * with the rank. */
+ * with the rank. The rank is then what plugins on the calling thread see
+ * through scorch/dist.h, their collectives made here (plugins.c), until
+ * host_dist_close. */
 sc_status host_dist_open(const host_config *cfg, const host_dist_seat *seat, host_dist **out);
-/* Frees it; NULL is a no-op. The process leaves the MPI job at exit, so
+/* Frees it, and plugins on the calling thread no longer see its rank;
+ * NULL is a no-op. The process leaves the MPI job at exit, so
  * that main reports an error before any rank can end (mpirun then ends
  * the others). */
 void host_dist_close(host_dist *d);

@@ -9,6 +9,8 @@
  *   share.c    rank 0's bytes, parameters, optimizer state and buffers to
  *              every rank
  *   sums.c     the phases' loss and metric sums over ranks
+ *   plugins.c  the collectives plugins make (scorch/dist.h) on the rank's
+ *              transport
  *
  * A single process never reaches a transport: d->ops is NULL.
  */
@@ -17,6 +19,7 @@
 
 #include "dist/comm.h"
 #include "dist/dist.h"
+#include "scorch_host/dist.h"
 
 enum { HOST_DIST_MESSAGE_MAX = 1024 };
 
@@ -60,6 +63,15 @@ struct host_dist {
     bool round_open;
     int next_start, next_done;
     double comm_s;
+    /* What plugins see of this rank (plugins.c), and what the thread had
+     * before it. */
+    sc_host_dist plugin_view;
+    const sc_host_dist *plugin_view_was;
+    bool serving;
+    /* A plugin's collective in progress: its digest and what timeouts call
+     * it; 0 and NULL in the host's own checks. */
+    int call_digest;
+    const char *call_what;
 };
 
 /* The ints every check carries, reduced by MAX. */
@@ -70,6 +82,8 @@ enum {
     HOST_V_DIGEST,      /* parameter digest (host_dist_agree) */
     HOST_V_DIGEST_LOW,  /* INT_MAX - digest: MAX gives INT_MAX - the lowest digest */
     HOST_V_SIZE,        /* a size every rank needs the maximum of */
+    HOST_V_CALL,        /* digest of a plugin's collective call, 0 in the host's checks */
+    HOST_V_CALL_LOW,    /* INT_MAX - that digest: the ranks' calls match when they agree */
     HOST_V_BITS,        /* HOST_V_BITS + i: bit i of host_dist_agree_bits */
     HOST_V_COUNT = HOST_V_BITS + 16
 };
@@ -89,6 +103,11 @@ sc_status host_dist_layout_buckets(host_dist *d);
 /* Starts what is left of the step's gradient exchange and waits for every
  * bucket; nothing when no exchange is open. */
 void host_dist_finish_round(host_dist *d);
+
+/* plugins.c: makes this rank's collectives what plugins on the calling
+ * thread call (scorch_host/dist.h), until host_dist_stop_serving. */
+void host_dist_serve_plugins(host_dist *d);
+void host_dist_stop_serving(host_dist *d);
 
 /* share.c: the values on the host: the store's own on the CPU, else a
  * fresh copy in d->staging (NULL, with a message, when it cannot be

@@ -63,6 +63,18 @@ static sc_status join_team(host_dist *d, const host_dist_seat *seat)
     return SC_OK;
 }
 
+/* One launched process is a single process, unless the user asked for
+ * the data-parallel machinery by name: then it runs with one rank (which
+ * measures what communication costs). */
+static sc_status join_launched(host_dist *d, const host_config *cfg)
+{
+    int expected = host_launch_world();
+    bool named = strcmp(cfg->device, "distributed_dataparallel") == 0;
+    if (expected == 0 || (expected == 1 && !named))
+        return SC_OK;
+    return join_mpi(d, cfg, expected, named);
+}
+
 sc_status host_dist_open(const host_config *cfg, const host_dist_seat *seat, host_dist **out)
 {
     *out = NULL;
@@ -74,22 +86,16 @@ sc_status host_dist_open(const host_config *cfg, const host_dist_seat *seat, hos
     d->bucket_mb = cfg->bucket_mb;
     d->timeout_s = cfg->collective_timeout;
     *out = d;
-    if (seat)
-        return join_team(d, seat);
-    /* One launched process is a single process, unless the user asked for
-     * the data-parallel machinery by name: then it runs with one rank
-     * (which measures what communication costs). */
-    int expected = host_launch_world();
-    bool named = strcmp(cfg->device, "distributed_dataparallel") == 0;
-    if (expected == 0 || (expected == 1 && !named))
-        return SC_OK;
-    return join_mpi(d, cfg, expected, named);
+    SC_TRY(seat ? join_team(d, seat) : join_launched(d, cfg));
+    host_dist_serve_plugins(d);
+    return SC_OK;
 }
 
 void host_dist_close(host_dist *d)
 {
     if (!d)
         return;
+    host_dist_stop_serving(d);
     if (d->ops)
         d->ops->close(d->comm);
     free(d->bucket_of);

@@ -219,9 +219,10 @@ static void set_style(const canvas *c, const host_plot_style *st)
         [HOST_PLOT_DOTTED] = {1 * u, 1.5 * u},
     };
     static const int dash_len[HOST_PLOT_DASH_COUNT] = {0, 2, 4, 2};
+    host_plot_dash dash = st->dash == HOST_PLOT_POINTS ? HOST_PLOT_SOLID : st->dash;
     cairo_set_source_rgb(c->cr, rgb[0], rgb[1], rgb[2]);
     cairo_set_line_width(c->cr, u);
-    cairo_set_dash(c->cr, dashes[st->dash], dash_len[st->dash], 0);
+    cairo_set_dash(c->cr, dashes[dash], dash_len[dash], 0);
 }
 
 static void draw_marker(const canvas *c, double x, double y)
@@ -234,9 +235,10 @@ static void draw_marker(const canvas *c, double x, double y)
 static void draw_series(const canvas *c, const frame *f, const host_plot_series *s)
 {
     cairo_t *cr = c->cr;
-    set_style(c, &c->fig->styles[s->style]);
+    const host_plot_style *style = &c->fig->styles[s->style];
+    set_style(c, style);
     bool drawing = false;
-    for (int i = 0; i < s->n; i++) {
+    for (int i = 0; i < s->n && style->dash != HOST_PLOT_POINTS; i++) {
         if (!isfinite(s->y[i]) || !isfinite(s->x[i])) {
             drawing = false;
             continue;
@@ -249,7 +251,7 @@ static void draw_series(const canvas *c, const frame *f, const host_plot_series 
         drawing = true;
     }
     cairo_stroke(cr);
-    if (s->n > MARKERS_UP_TO)
+    if (s->n > MARKERS_UP_TO && style->dash != HOST_PLOT_POINTS)
         return;
     for (int i = 0; i < s->n; i++)
         if (isfinite(s->y[i]) && isfinite(s->x[i]))
@@ -363,9 +365,11 @@ static void legend_row(const canvas *c, int from, int to, double width, double c
     double x = (c->fig->width - width) / 2;
     for (int i = from; i < to; i++) {
         set_style(c, &c->fig->styles[i]);
-        cairo_move_to(c->cr, x, cy);
-        cairo_line_to(c->cr, x + 40 * c->scale, cy);
-        cairo_stroke(c->cr);
+        if (c->fig->styles[i].dash != HOST_PLOT_POINTS) {
+            cairo_move_to(c->cr, x, cy);
+            cairo_line_to(c->cr, x + 40 * c->scale, cy);
+            cairo_stroke(c->cr);
+        }
         draw_marker(c, x + 20 * c->scale, cy);
         set_grey(c, 0.1);
         draw_text(c, x + 48 * c->scale, cy, 0, 0.5, c->fig->styles[i].label);

@@ -15,6 +15,7 @@ typedef enum host_plot_dash {
     HOST_PLOT_DASH_DOT,
     HOST_PLOT_DOTTED,
     HOST_PLOT_DASH_COUNT,
+    HOST_PLOT_POINTS = HOST_PLOT_DASH_COUNT, /* markers only, every one, no line: a scatter */
 } host_plot_dash;
 
 /* How a series looks, and its legend entry. */

@@ -15,6 +15,7 @@
 
 #include "base/crash.h"
 #include "scorch_host/device.h"
+#include "scorch_host/dist.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@ struct host_loader {
     const sc_dataset_plugin *plugin;
     const char *plugin_file; /* for messages and crash reports */
     void *dataset;
+    const sc_host_dist *dist; /* the consumer's rank, which workers answer for */
     sc_split split;
     host_loader_config config;
     sc_sample_spec spec;
@@ -239,6 +241,7 @@ sc_status host_loader_new(const sc_dataset_plugin *plugin, void *dataset, sc_spl
     loader->plugin = plugin;
     loader->plugin_file = config->plugin_file ? config->plugin_file : plugin->name;
     loader->dataset = dataset;
+    loader->dist = sc_host_dist_current();
     loader->split = split;
     loader->config = *config;
     loader->fail_batch = INT64_MAX;
@@ -362,8 +365,11 @@ static void host_loader_rows(const sc_tensor_list *batch, int64_t j, sc_tensor *
 
 /* Calls getitem for each row of the chunk, under one plugin-call marker
  * that names each sample, stopping at the first failure: its row in
- * *failed_j, the message naming the plugin file and the sample. Thread
- * rule: mu NOT held; the chunk's rows are this thread's alone. */
+ * *failed_j, the message naming the plugin file and the sample. The
+ * thread is marked as a loader's meanwhile (a worker, or the consumer
+ * with --workers 0), which refuses getitem the collectives of
+ * scorch/dist.h. Thread rule: mu NOT held; the chunk's rows are this
+ * thread's alone. */
 static sc_status host_loader_fill(const host_loader *loader, const host_chunk *chunk,
                                 int64_t *failed_j)
 {
@@ -376,6 +382,7 @@ static sc_status host_loader_fill(const host_loader *loader, const host_chunk *c
         sc_fence_wait(b->uploaded);
     host_plugin_call call = {.plugin = loader->plugin_file, .function = "dataset_getitem",
                            .split = sc_split_name(loader->split)};
+    bool was_loader = sc_host_set_loader_thread(true);
     const host_plugin_call *outer = host_plugin_call_enter(&call);
     sc_status status = SC_OK;
     for (int64_t j = chunk->begin; j < chunk->end; j++) {
@@ -392,6 +399,7 @@ static sc_status host_loader_fill(const host_loader *loader, const host_chunk *c
         }
     }
     host_plugin_call_leave(outer);
+    sc_host_set_loader_thread(was_loader);
     if (status == SC_OK)
         return SC_OK;
     sc_error_wrap(status, "%s sample %lld", call.split, (long long)call.sample);
@@ -438,11 +446,12 @@ static bool host_loader_work(host_loader *loader)
 
 /* Thread rule: a worker thread, until quit. It has an alternate signal
  * stack of its own, so that a getitem that overflows its stack is still
- * reported (crash.h). */
+ * reported (crash.h), and answers for its consumer's rank (scorch/dist.h). */
 static void *host_loader_worker(void *arg)
 {
     host_loader *loader = arg;
     host_crash_thread_begin();
+    sc_host_set_dist(loader->dist);
     pthread_mutex_lock(&loader->mu);
     while (!loader->quit)
         if (!host_loader_work(loader))

@@ -9,8 +9,7 @@
 
 enum { TOPK_MAX = 100, LABEL_MAX = 64 };
 
-/* A CSV field, quoted (RFC 4180) when it holds a comma, quote or newline. */
-static void csv_field(FILE *f, const char *s)
+void host_csv_field(FILE *f, const char *s)
 {
     if (!strpbrk(s, ",\"\r\n")) {
         fputs(s, f);
@@ -74,8 +73,7 @@ static void write_header(host_predictions *p)
     p->header_written = true;
 }
 
-/* probs [C] = softmax(logits [C]) */
-static void softmax_row(const float *logits, int64_t c, double *probs)
+void host_softmax_row(const float *logits, int64_t c, double *probs)
 {
     double max = logits[0], sum = 0;
     for (int64_t j = 1; j < c; j++)
@@ -86,11 +84,9 @@ static void softmax_row(const float *logits, int64_t c, double *probs)
         probs[j] /= sum;
 }
 
-/* The k highest of logits [C] into top (indices), best first. Of equal
- * logits the lower index ranks first, except that the target never wins a
- * tie: the accuracy metric counts a tie as a miss, and `correct` and the
- * confusion matrix must agree with it. */
-static void top_classes(const float *logits, int64_t c, int64_t target, int k, int64_t *top)
+/* The target never wins a tie: the accuracy metric counts a tie as a miss,
+ * and `correct` and the confusion matrix must agree with it. */
+void host_top_classes(const float *logits, int64_t c, int64_t target, int k, int64_t *top)
 {
     for (int i = 0; i < k; i++) {
         int64_t best = -1;
@@ -115,7 +111,7 @@ static void write_row(host_predictions *p, int64_t sample, int64_t target, const
         if (names_classes(p)) {
             const char *name = class_name(p, top[i]);
             fputc(',', p->csv);
-            csv_field(p->csv, name ? name : "");
+            host_csv_field(p->csv, name ? name : "");
         }
     }
     fputc('\n', p->csv);
@@ -164,12 +160,12 @@ static sc_status add_sample(host_predictions *p, int64_t sample, int64_t target,
         return sc_error_set(SC_ERR_INVALID, "sample %lld: target %lld is not one of the %lld "
                             "classes of output 0", (long long)sample, (long long)target,
                             (long long)c);
-    top_classes(logits, c, target, p->csv ? p->topk : 1, top);
+    host_top_classes(logits, c, target, p->csv ? p->topk : 1, top);
     p->confusion[target * c + top[0]]++;
     p->correct += top[0] == target;
     p->rows++;
     if (p->csv) {
-        softmax_row(logits, c, probs);
+        host_softmax_row(logits, c, probs);
         write_row(p, sample, target, top, p->topk, probs);
     }
     return SC_OK;
@@ -232,11 +228,11 @@ sc_status host_predictions_write_confusion(const host_predictions *p, const char
     fputs("true\\predicted", f);
     for (int64_t j = 0; j < p->classes; j++) {
         fputc(',', f);
-        csv_field(f, class_label(p, j, buf, sizeof buf));
+        host_csv_field(f, class_label(p, j, buf, sizeof buf));
     }
     fputc('\n', f);
     for (int64_t t = 0; t < p->classes; t++) {
-        csv_field(f, class_label(p, t, buf, sizeof buf));
+        host_csv_field(f, class_label(p, t, buf, sizeof buf));
         for (int64_t j = 0; j < p->classes; j++)
             fprintf(f, ",%lld", (long long)p->confusion[t * p->classes + j]);
         fputc('\n', f);
@@ -262,7 +258,7 @@ sc_status host_predictions_write_per_class(const host_predictions *p, const char
         fprintf(f, "%lld,", (long long)t);
         if (named) {
             const char *name = class_name(p, t);
-            csv_field(f, name ? name : "");
+            host_csv_field(f, name ? name : "");
             fputc(',', f);
         }
         fprintf(f, "%lld,%lld,", (long long)row_sum(p, t),

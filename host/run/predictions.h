@@ -61,4 +61,17 @@ void host_predictions_print_per_class(const host_predictions *p, FILE *out);
 /* Closes the CSV and frees the counts. */
 sc_status host_predictions_close(host_predictions *p);
 
+/* ---- shared with scorch-predict (run/predict.h) ---- */
+
+/* probs [C] = softmax(logits [C]), in double. */
+void host_softmax_row(const float *logits, int64_t c, double *probs);
+
+/* The k highest of logits [C] into top (class indices), best first; of
+ * equal logits the lower index ranks first, except that `target` (-1:
+ * none) never wins a tie. */
+void host_top_classes(const float *logits, int64_t c, int64_t target, int k, int64_t *top);
+
+/* A CSV field, quoted (RFC 4180) when it holds a comma, quote or newline. */
+void host_csv_field(FILE *f, const char *s);
+
 #endif

@@ -553,6 +553,7 @@ static sc_status serve_request(host_trainer *t, host_request *r)
         break;
     case HOST_REQUEST_STOP:
         t->interrupted = true;
+        t->stop_causes |= HOST_STOP_CONTROL;
         break;
     default: /* pause and resume are steer.c's */
         break;
@@ -579,12 +580,14 @@ static sc_status serve_requests(host_trainer *t)
     host_request r;
     while (host_steer_next(&t->steer, &r))
         SC_TRY(serve_request(t, &r));
-    if (host_signals_stop_requested())
+    if (host_signals_stop_requested()) {
         t->interrupted = true;
+        t->stop_causes |= HOST_STOP_SIGNAL;
+    }
     /* --max-time: rank 0's clock decides; the ranks agree on the stop */
     if (t->deadline > 0 && host_dist_is_root(t->dist) && host_now() >= t->deadline) {
-        t->out_of_time = true;
         t->interrupted = true;
+        t->stop_causes |= HOST_STOP_TIME;
     }
     return SC_OK;
 }
@@ -625,14 +628,15 @@ bool host_trainer_last_checkpoint(const host_trainer *t, char *path, size_t size
 /* The last line of a run stopped early. */
 static void stop_outcome(const host_trainer *t, char *text, size_t size)
 {
-    if (!host_signals_stop_requested() && t->out_of_time) {
+    bool signalled = t->stop_causes & HOST_STOP_SIGNAL;
+    if (!signalled && (t->stop_causes & HOST_STOP_TIME)) {
         snprintf(text, size, "stopped at epoch %d, step %lld, as the --max-time budget of %s "
                  "was spent, after writing a checkpoint; continue with --resume (the budget "
                  "starts afresh)", t->state.epoch, (long long)t->state.step, t->cfg.max_time);
         return;
     }
     snprintf(text, size, "stopped by %s at epoch %d, step %lld, after writing a checkpoint; "
-             "continue with --resume", host_signals_stop_requested() ? "a signal" : "scorch-ctl",
+             "continue with --resume", signalled ? "a signal" : "scorch-ctl",
              t->state.epoch, (long long)t->state.step);
 }
 
@@ -651,9 +655,11 @@ static sc_status run(host_trainer *t, bool *interrupted)
         if (st == SC_OK)
             st = serve_between_epochs(t);
     }
+    if (st == SC_OK && t->interrupted) /* every rank left the loop at the same point */
+        st = host_dist_agree_bits(t->dist, &t->stop_causes);
     if (st != SC_OK)
         return st;
-    *interrupted = t->interrupted && host_signals_stop_requested(); /* not scorch-ctl's stop */
+    *interrupted = t->stop_causes & HOST_STOP_SIGNAL; /* not scorch-ctl's stop, nor the budget's */
     if (t->interrupted) {
         char outcome[256];
         stop_outcome(t, outcome, sizeof outcome);

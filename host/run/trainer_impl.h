@@ -64,7 +64,15 @@ struct host_trainer {
     host_mix *mix;              /* --mixup, --cutmix (mix.h); NULL: off */
     double time_budget;       /* --max-time in seconds; 0: none */
     double deadline;          /* when the budget is spent (host_now()); 0: never */
-    bool out_of_time;         /* the budget stopped the run */
+    unsigned stop_causes;     /* what stopped the run early: host_stop_cause bits */
+};
+
+/* Why a run stopped before its last epoch; the ranks agree on the union
+ * before reporting, since a signal may reach one rank only. */
+enum host_stop_cause {
+    HOST_STOP_SIGNAL = 1u << 0,  /* SIGINT or SIGTERM */
+    HOST_STOP_TIME = 1u << 1,    /* --max-time spent */
+    HOST_STOP_CONTROL = 1u << 2, /* scorch-ctl stop */
 };
 
 /* ---- trainer.c ---- */

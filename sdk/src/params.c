@@ -5,6 +5,7 @@
 
 #include "device_impl.h"
 #include "host_only.h"
+#include "params_impl.h"
 
 /* Parameters and their gradient views; both point into the flat buffers. */
 typedef struct param_slot {
@@ -54,7 +55,7 @@ static void repoint(sc_params *ps)
     for (int i = 0; i < ps->count; i++) {
         param_slot *s = ps->slots[i];
         s->value.data = ps->values + s->offset;
-        s->grad.data = ps->grads + s->offset;
+        s->grad.data = ps->grads ? ps->grads + s->offset : NULL; /* NULL: dropped */
         s->value.device = s->grad.device = ps->device;
     }
 }
@@ -231,6 +232,13 @@ sc_status sc_params_to_device(sc_params *ps, sc_device device)
     ps->device = device;
     repoint(ps);
     return SC_OK;
+}
+
+void sc_params_drop_grads(sc_params *ps)
+{
+    sc_device_free(ps->device, ps->grads, (size_t)ps->numel * sizeof(float));
+    ps->grads = NULL;
+    repoint(ps);
 }
 
 sc_status sc_params_scale_grads(sc_params *ps, int64_t offset, int64_t n, float factor)

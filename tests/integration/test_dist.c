@@ -464,22 +464,33 @@ Test(dist, a_checkpoint_signal_to_one_rank_is_taken_by_all)
     expect_checkpoint_taken_by_all("sigusr1");
 }
 
-/* SIGINT on rank 0 alone: every rank stops after the same step, rank 0
- * writes the checkpoint, and the job ends with the exit status of a stop. */
-Test(dist, a_stop_signal_stops_every_rank_after_a_checkpoint)
+/* SIGINT on one rank alone: every rank stops after the same step, rank 0
+ * writes the checkpoint and says a signal stopped the run (the ranks agree
+ * on the cause), and the job ends with the exit status of a stop. */
+static void expect_stop_signal_on_rank(const char *rank)
 {
-    char dir[DIR], ckpt[PATH];
+    char dir[DIR], ckpt[PATH], fault_rank[64];
     temp_dir(dir, sizeof dir);
+    snprintf(fault_rank, sizeof fault_rank, "SCORCH_TEST_FAULT_RANK=%s", rank);
     run_result r = train_ranks("2", dir, "1", "32", (const char *const[]){"--hooks", bin().hook,
                                                                           NULL},
-                               (const char *const[]){"SCORCH_TEST_FAULT_RANK=0",
-                                                     "SCORCH_TEST_FAULT_STEP=5",
+                               (const char *const[]){fault_rank, "SCORCH_TEST_FAULT_STEP=5",
                                                      "SCORCH_TEST_FAULT=sigint", NULL});
     cr_assert_eq(r.status, 130, "exit %d\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
     cr_assert(strstr(r.out, "stopped by a signal at epoch 1, step 5"), "%s", r.out);
     snprintf(ckpt, PATH, "%s/checkpoints/epoch-0001-step-000000005.ckpt", dir);
     cr_assert(access(ckpt, R_OK) == 0, "no checkpoint at step 5:\n%s", r.out);
     run_result_free(&r);
+}
+
+Test(dist, a_stop_signal_to_rank_0_stops_every_rank_after_a_checkpoint)
+{
+    expect_stop_signal_on_rank("0");
+}
+
+Test(dist, a_stop_signal_to_rank_1_alone_is_reported_as_a_signal)
+{
+    expect_stop_signal_on_rank("1");
 }
 
 Test(dist, a_nan_loss_on_one_rank_stops_the_job)
@@ -497,5 +508,96 @@ Test(dist, a_nan_loss_on_one_rank_stops_the_job)
                   (strstr(r.err, "train loss is nan") ||
                    (gpu_mode() && strstr(r.err, "train gradients are not finite"))),
               "%s", r.err);
+    run_result_free(&r);
+}
+
+/* ---- the distributed helpers for plugins (scorch/dist.h) ---- */
+
+/* dist_dataset.c's line for rank `rank` of `world`, with the values its
+ * collectives give: rank 0's normalisation, and the reductions of
+ * rank + 1 (sum), rank (max), rank + 10 (min), (rank + 1) / 2 (float sum). */
+static void expect_helper_line(const char *err, int rank, int world)
+{
+    char want[256], gather[64] = "";
+    for (int r = 0; r < world; r++)
+        snprintf(gather + strlen(gather), sizeof gather - strlen(gather), "%s%d", r ? "," : "",
+                 r);
+    snprintf(want, sizeof want, "dist_dataset: rank %d of %d (local %d, main %s): norm "
+             "4.980469 3.164070; sum %d max %d min 10 fsum %g; gather %s\n", rank, world, rank,
+             rank == 0 ? "yes" : "no", world * (world + 1) / 2, world - 1,
+             0.25 * world * (world + 1), gather);
+    cr_assert(strstr(err, want), "no line\n%sin:\n%s", want, err);
+}
+
+/* Arguments that train on dist_dataset, then `more`, into argv. */
+static const char *const *helper_args(const char **argv, const char *const *more)
+{
+    int n = append(argv, 0, (const char *const[]){"--dataset", getenv("SCORCH_DIST_DATASET"),
+                                                  "--model-args", "hidden=8", NULL});
+    append(argv, n, more);
+    return argv;
+}
+
+Test(dist, plugins_broadcast_reduce_and_gather_over_the_ranks)
+{
+    char dir[DIR];
+    const char *argv[MAX_ARGS];
+    temp_dir(dir, sizeof dir);
+    run_result r = train_ranks("2", dir, "1", "32", helper_args(argv, NULL), NULL);
+    expect_ok(&r);
+    expect_helper_line(r.err, 0, 2);
+    expect_helper_line(r.err, 1, 2);
+    run_result_free(&r);
+}
+
+Test(dist, a_single_process_is_rank_0_of_1_to_plugins)
+{
+    char dir[DIR];
+    const char *argv[MAX_ARGS];
+    temp_dir(dir, sizeof dir);
+    run_result r = train_alone(dir, "1", "32", helper_args(argv, NULL));
+    expect_ok(&r);
+    expect_helper_line(r.err, 0, 1);
+    run_result_free(&r);
+}
+
+/* getitem runs on the loader's threads, or with --workers 0 on the
+ * training thread while it fills a batch: refused either way. */
+Test(dist, a_collective_from_a_loader_thread_is_refused)
+{
+    char dir[DIR], alone[DIR];
+    const char *argv[MAX_ARGS];
+    temp_dir(dir, sizeof dir);
+    temp_dir(alone, sizeof alone);
+    const char *refusal = "sc_dist_barrier: called from a data-loader thread (dataset_getitem)";
+    run_result r = train_ranks("2", dir, "1", "32",
+                               helper_args(argv, (const char *const[]){"--dataset-args",
+                                                                       "fault=getitem", NULL}),
+                               NULL);
+    cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+    cr_assert(strstr(r.err, "[rank 0] scorch-train: ") && strstr(r.err, refusal), "%s", r.err);
+    run_result_free(&r);
+    r = train_alone(alone, "1", "32",
+                    helper_args(argv, (const char *const[]){"--dataset-args", "fault=getitem",
+                                                            "--workers", "0", NULL}));
+    cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+    cr_assert(strstr(r.err, refusal), "%s", r.err);
+    run_result_free(&r);
+}
+
+/* Rank 1 broadcasts fewer bytes than rank 0: both stop at the check
+ * before the broadcast, which never moves a byte. */
+Test(dist, ranks_whose_collective_calls_differ_stop_together)
+{
+    char dir[DIR];
+    const char *argv[MAX_ARGS];
+    temp_dir(dir, sizeof dir);
+    run_result r = train_ranks("2", dir, "1", "32",
+                               helper_args(argv, (const char *const[]){"--dataset-args",
+                                                                       "fault=mismatch", NULL}),
+                               NULL);
+    cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+    cr_assert(strstr(r.err, "[rank 0] scorch-train: the ranks' collectives do not match: rank 0 "
+                            "is in sc_dist_broadcast"), "%s", r.err);
     run_result_free(&r);
 }

@@ -138,8 +138,9 @@ def scorch_predictions(checkpoint, tmp):
     return accuracy, probs
 
 
-def scorch_to_torch(name, spec, tmp):
-    """1: scorch trains, exports; the twin loads the export."""
+def train_and_export(name, spec, tmp):
+    """scorch-train of the model TRAIN_STEPS steps, scorch-export of its
+    checkpoint: (the checkpoint, the safetensors file)."""
     run_dir = os.path.join(tmp, f"{name}-run")
     run([program("scorch-train"), *model_options(spec), "--epochs", "1", "--batch-size",
          str(BATCH), "--max-train-iterations", str(TRAIN_STEPS), "--max-valid-iterations", "1",
@@ -147,7 +148,12 @@ def scorch_to_torch(name, spec, tmp):
     checkpoint = os.path.join(run_dir, "checkpoints", "last.ckpt")
     exported = os.path.join(tmp, f"{name}.safetensors")
     run([program("scorch-export"), "--checkpoint", checkpoint, "--out", exported])
+    return checkpoint, exported
 
+
+def twin_from(exported, name, spec):
+    """The twin holding the weights of scorch-export's file (safetensors'
+    own reader; PyTorch's names mapped back)."""
     weights = load_file(exported)
     net = spec["twin"](torch.nn)
     state = {to_torch_name(k, TORCH_NAMES[name]): v for k, v in weights.items()}
@@ -155,7 +161,13 @@ def scorch_to_torch(name, spec, tmp):
     missing = [k for k in missing if not k.endswith("num_batches_tracked")]
     if missing or unexpected:
         sys.exit(f"weights_torch: {name}: the twin misses {missing}, does not have {unexpected}")
+    return net
 
+
+def scorch_to_torch(name, spec, tmp):
+    """1: scorch trains, exports; the twin loads the export."""
+    checkpoint, exported = train_and_export(name, spec, tmp)
+    net = twin_from(exported, name, spec)
     x, labels = test_split()
     probs = torch_eval(net, x)
     accuracy = f"{(probs.argmax(1) == labels).double().mean().item():.4f}"

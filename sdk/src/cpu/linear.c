@@ -45,8 +45,14 @@ static sc_status linear_forward(sc_node *node)
                 y[(int64_t)i * out + j] = b[j];
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f,
-                sc_tensor_f32(x), in, sc_tensor_f32(w), in, beta, y, out);
+    /* One sample (a prediction at batch 1): sgemm would pack all of w on
+     * every call, which costs more than the product itself. */
+    if (n == 1)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, out, in, 1.0f, sc_tensor_f32(w), in,
+                    sc_tensor_f32(x), 1, beta, y, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f,
+                    sc_tensor_f32(x), in, sc_tensor_f32(w), in, beta, y, out);
     return SC_OK;
 }
 

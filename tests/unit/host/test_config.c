@@ -572,10 +572,15 @@ Test(config, cli_reference_documents_every_option)
     snprintf(doc_path, sizeof doc_path, "%s/docs/cli.md", getenv("SCORCH_SOURCE_ROOT"));
     FILE *f = fopen(doc_path, "r");
     cr_assert(f, "cannot open %s", doc_path);
-    static char doc[65536];
-    doc[fread(doc, 1, sizeof doc - 1, f)] = '\0';
+    static char doc[1 << 17];
+    size_t len = fread(doc, 1, sizeof doc - 1, f);
+    doc[len] = '\0';
+    cr_assert(feof(f), "docs/cli.md is longer than this test reads");
     fclose(f);
-    for (host_program program = HOST_PROGRAM_TRAIN; program <= HOST_PROGRAM_TEST; program++) {
+    static const host_program programs[] = {HOST_PROGRAM_TRAIN, HOST_PROGRAM_TEST,
+                                            HOST_PROGRAM_PREDICT};
+    for (size_t k = 0; k < sizeof programs / sizeof programs[0]; k++) {
+        host_program program = programs[k];
         char names[64][64];
         int n = help_options(program, names, 64);
         for (int i = 0; i < n; i++) {

@@ -77,6 +77,8 @@ Test(device, parses_every_form)
     cr_expect_eq(r.mode, HOST_DEVICES_AUTO);
     cr_assert_eq(host_device_parse("parallel", &r), SC_OK);
     cr_expect_eq(r.mode, HOST_DEVICES_PARALLEL);
+    cr_assert_eq(host_device_parse("dataparallel", &r), SC_OK); /* the seeds' name */
+    cr_expect_eq(r.mode, HOST_DEVICES_PARALLEL);
     cr_assert_eq(host_device_parse("distributed_dataparallel", &r), SC_OK);
     cr_expect_eq(r.mode, HOST_DEVICES_DDP);
 }

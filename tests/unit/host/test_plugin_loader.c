@@ -220,9 +220,9 @@ Test(plugin_loader, a_bare_file_name_means_the_current_directory)
 Test(plugin_loader, abi_check_accepts_the_current_header)
 {
     sc_abi_header ok = SC_ABI_HEADER(sc_hook_table);
-    cr_expect_eq(host_abi_check(&ok, HOST_ABI_HOOKS), SC_OK);
+    cr_expect_eq(sc_abi_check(&ok, SC_ABI_HOOKS), SC_OK);
     sc_abi_header older_minor_bigger = {SC_ABI_MAGIC, SC_ABI_MAJOR, 0, 4096};
-    cr_expect_eq(host_abi_check(&older_minor_bigger, HOST_ABI_MODEL), SC_OK);
+    cr_expect_eq(sc_abi_check(&older_minor_bigger, SC_ABI_MODEL), SC_OK);
 }
 
 /* ---- each minor's size ---- */
@@ -233,19 +233,19 @@ Test(abi_sizes, each_minor_requires_the_end_of_its_last_field)
 {
     size_t model_1_0 = END_OF(sc_model_plugin, socket_param_trains);
     size_t model_1_1 = END_OF(sc_model_plugin, preferred_device);
-    cr_expect_eq(host_abi_size(HOST_ABI_MODEL, 0), model_1_0);
+    cr_expect_eq(sc_abi_size(SC_ABI_MODEL, 0), model_1_0);
     for (unsigned minor = 1; minor <= SC_ABI_MINOR; minor++)
-        cr_expect_eq(host_abi_size(HOST_ABI_MODEL, minor), model_1_1, "1.%u", minor);
+        cr_expect_eq(sc_abi_size(SC_ABI_MODEL, minor), model_1_1, "1.%u", minor);
     for (unsigned minor = 0; minor <= SC_ABI_MINOR; minor++) {
-        cr_expect_eq(host_abi_size(HOST_ABI_DATASET, minor),
+        cr_expect_eq(sc_abi_size(SC_ABI_DATASET, minor),
                      minor >= 4 ? END_OF(sc_dataset_plugin, index_decode)
                                 : END_OF(sc_dataset_plugin, class_name), "1.%u", minor);
-        cr_expect_eq(host_abi_size(HOST_ABI_HOOKS, minor), sizeof(sc_hook_table));
-        cr_expect_eq(host_abi_size(HOST_ABI_USER_FUNCS, minor),
+        cr_expect_eq(sc_abi_size(SC_ABI_HOOKS, minor), sizeof(sc_hook_table));
+        cr_expect_eq(sc_abi_size(SC_ABI_USER_FUNCS, minor),
                      minor >= 1 ? sizeof(sc_user_func_table) : 0, "1.%u", minor);
-        cr_expect_eq(host_abi_size(HOST_ABI_HOOK_ARG_KEYS, minor),
+        cr_expect_eq(sc_abi_size(SC_ABI_HOOK_ARG_KEYS, minor),
                      minor >= 2 ? sizeof(sc_hook_arg_keys) : 0, "1.%u", minor);
-        cr_expect_eq(host_abi_size(HOST_ABI_HOOK_ACTIONS, minor),
+        cr_expect_eq(sc_abi_size(SC_ABI_HOOK_ACTIONS, minor),
                      minor >= 3 ? sizeof(sc_hook_actions) : 0, "1.%u", minor);
     }
 }
@@ -254,16 +254,16 @@ Test(abi_sizes, each_minor_requires_the_end_of_its_last_field)
  * less is refused, naming the struct, the minor and both sizes. */
 Test(abi_sizes, every_struct_is_checked_against_its_minors_size)
 {
-    for (int which = 0; which < HOST_ABI_STRUCT_COUNT; which++)
+    for (int which = 0; which < SC_ABI_STRUCT_COUNT; which++)
         for (unsigned minor = 0; minor <= SC_ABI_MINOR; minor++) {
-            size_t need = host_abi_size((host_abi_struct)which, minor);
+            size_t need = sc_abi_size((sc_abi_struct)which, minor);
             if (!need)
                 continue;
             sc_abi_header h = {SC_ABI_MAGIC, SC_ABI_MAJOR, (uint16_t)minor, (uint32_t)need};
-            cr_expect_eq(host_abi_check(&h, (host_abi_struct)which), SC_OK, "%d 1.%u: %s",
+            cr_expect_eq(sc_abi_check(&h, (sc_abi_struct)which), SC_OK, "%d 1.%u: %s",
                          which, minor, sc_error_message());
             h.size--;
-            cr_expect_eq(host_abi_check(&h, (host_abi_struct)which), SC_ERR_PLUGIN);
+            cr_expect_eq(sc_abi_check(&h, (sc_abi_struct)which), SC_ERR_PLUGIN);
             char part[128];
             snprintf(part, sizeof part, "declares %zu bytes, plugin ABI 1.%u needs at least %zu",
                      need - 1, minor, need);
@@ -274,11 +274,11 @@ Test(abi_sizes, every_struct_is_checked_against_its_minors_size)
 Test(abi_sizes, a_struct_claiming_a_minor_before_it_existed_is_refused)
 {
     sc_abi_header funcs = {SC_ABI_MAGIC, SC_ABI_MAJOR, 0, sizeof(sc_user_func_table)};
-    cr_expect_eq(host_abi_check(&funcs, HOST_ABI_USER_FUNCS), SC_ERR_PLUGIN);
+    cr_expect_eq(sc_abi_check(&funcs, SC_ABI_USER_FUNCS), SC_ERR_PLUGIN);
     assert_message_has("user function table claims plugin ABI 1.0, which has none (it came "
                        "with 1.1)");
     sc_abi_header keys = {SC_ABI_MAGIC, SC_ABI_MAJOR, 1, sizeof(sc_hook_arg_keys)};
-    cr_expect_eq(host_abi_check(&keys, HOST_ABI_HOOK_ARG_KEYS), SC_ERR_PLUGIN);
+    cr_expect_eq(sc_abi_check(&keys, SC_ABI_HOOK_ARG_KEYS), SC_ERR_PLUGIN);
     assert_message_has("(it came with 1.2)");
 }
 
@@ -297,7 +297,7 @@ Test(abi_sizes, a_model_of_each_minor_loads_with_that_minors_size)
         cr_assert_eq(host_model_lib_open(fixture(model_of_minor(minor, false)), &m), SC_OK,
                      "1.%u: %s", minor, sc_error_message());
         cr_expect_eq(m.api->abi.minor, minor);
-        cr_expect_eq(m.api->abi.size, host_abi_size(HOST_ABI_MODEL, minor));
+        cr_expect_eq(m.api->abi.size, sc_abi_size(SC_ABI_MODEL, minor));
         host_plugin_lib_close(&m.lib);
     }
 }
@@ -305,9 +305,9 @@ Test(abi_sizes, a_model_of_each_minor_loads_with_that_minors_size)
 Test(abi_sizes, a_model_claiming_a_minor_with_a_smaller_size_is_refused)
 {
     for (unsigned minor = 0; minor <= SC_ABI_MINOR; minor++) {
-        size_t need = host_abi_size(HOST_ABI_MODEL, minor);
+        size_t need = sc_abi_size(SC_ABI_MODEL, minor);
         size_t got = minor == 0 ? offsetof(sc_model_plugin, socket_param_trains)
-                                : host_abi_size(HOST_ABI_MODEL, 0);
+                                : sc_abi_size(SC_ABI_MODEL, 0);
         char part[128];
         snprintf(part, sizeof part, "model plugin declares %zu bytes, plugin ABI 1.%u needs at "
                  "least %zu", got, minor, need);
@@ -325,7 +325,7 @@ static void assert_dataset_too_small(const char *name, size_t declared, unsigned
     assert_message_has(path);
     char part[128];
     snprintf(part, sizeof part, "dataset plugin declares %zu bytes, plugin ABI 1.%u needs at "
-             "least %zu", declared, minor, host_abi_size(HOST_ABI_DATASET, minor));
+             "least %zu", declared, minor, sc_abi_size(SC_ABI_DATASET, minor));
     assert_message_has(part);
     cr_expect_null(d.lib.handle);
 }
@@ -436,7 +436,7 @@ Test(abi_matrix, each_host_minor_loads_what_the_matrix_says)
     for (size_t r = 0; r < sizeof matrix / sizeof matrix[0]; r++) {
         sc_abi_header h = fixture_header(matrix[r].fixture);
         for (unsigned host = 0; host <= SC_ABI_MINOR; host++) {
-            sc_status st = host_abi_check_as(&h, HOST_ABI_MODEL, host);
+            sc_status st = sc_abi_check_as(&h, SC_ABI_MODEL, host);
             bool loads = host >= matrix[r].oldest_host;
             cr_expect_eq(st == SC_OK, loads, "%s on a 1.%u host: %s (%s)", matrix[r].fixture,
                          host, loads ? "should load" : "should be refused", sc_error_message());

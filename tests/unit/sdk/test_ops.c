@@ -165,6 +165,8 @@ Test(ops, grad_linear)
     sc_tensor *b = test_param(1, (int64_t[]){4});
     expect_grads("linear with bias", apply_linear, (void *)1, 3, (sc_tensor *[]){x, w, b});
     expect_grads("linear without bias", apply_linear, NULL, 2, (sc_tensor *[]){x, w});
+    sc_tensor *one = test_param(2, (int64_t[]){1, 5}); /* a batch of one: sgemv */
+    expect_grads("linear of one sample", apply_linear, (void *)1, 3, (sc_tensor *[]){one, w, b});
 }
 
 Test(ops, grad_add) { expect_binary_grads("add", sc_add); }
