@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 void host_format_double(double v, char *buf, size_t n)
 {
@@ -10,4 +11,19 @@ void host_format_double(double v, char *buf, size_t n)
         if (strtod(buf, NULL) == v)
             return;
     }
+}
+
+void host_csv_field(FILE *f, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
 }

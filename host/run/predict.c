@@ -9,6 +9,7 @@
 #include <strings.h>
 #include <sys/types.h>
 
+#include "base/format.h"
 #include "base/jsonl.h"
 #include "run/predictions.h"
 

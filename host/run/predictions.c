@@ -6,23 +6,9 @@
 #include <string.h>
 
 #include "base/crash.h"
+#include "base/format.h"
 
 enum { TOPK_MAX = 100, LABEL_MAX = 64 };
-
-void host_csv_field(FILE *f, const char *s)
-{
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
 
 static bool names_classes(const host_predictions *p) { return p->data->api->class_name != NULL; }
 

@@ -71,7 +71,5 @@ void host_softmax_row(const float *logits, int64_t c, double *probs);
  * none) never wins a tie. */
 void host_top_classes(const float *logits, int64_t c, int64_t target, int k, int64_t *top);
 
-/* A CSV field, quoted (RFC 4180) when it holds a comma, quote or newline. */
-void host_csv_field(FILE *f, const char *s);
 
 #endif

@@ -4,24 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/format.h"
+
 /* ---- results.csv ---- */
 
-/* A CSV field: quoted, with its quotes doubled, when it holds a comma, a
- * quote or a line break. */
+/* sep, then s as a CSV field. */
 static void csv_field(FILE *f, const char *s, const char *sep)
 {
     fputs(sep, f);
-    if (!strpbrk(s, ",\"\n\r")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
+    host_csv_field(f, s);
 }
 
 static void csv_number(FILE *f, double v)

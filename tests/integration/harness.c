@@ -136,6 +136,40 @@ void build_path(char *buf, size_t size, const char *rel)
     snprintf(buf, size, "%s/%s", root ? root : "build", rel);
 }
 
+enum { TURNS = 8, JOINED_MAX = 128 };
+
+const char *built(const char *rel)
+{
+    static char path[TURNS][4096];
+    static int next;
+    char *p = path[next++ % TURNS];
+    build_path(p, sizeof path[0], rel);
+    return p;
+}
+
+const char *in_dir(const char *dir, const char *name)
+{
+    static char path[TURNS][4096];
+    static int next;
+    char joined[sizeof path[0]];
+    snprintf(joined, sizeof joined, "%s/%s", dir, name);
+    char *p = path[next++ % TURNS];
+    memcpy(p, joined, sizeof joined);
+    return p;
+}
+
+run_result run_joined(const char *const *head, const char *const *extra)
+{
+    const char *argv[JOINED_MAX];
+    int n = 0;
+    for (; *head && n < JOINED_MAX - 1; head++)
+        argv[n++] = *head;
+    for (; extra && *extra && n < JOINED_MAX - 1; extra++)
+        argv[n++] = *extra;
+    argv[n] = NULL;
+    return run_program(argv, NULL);
+}
+
 char *temp_dir(char *buf, size_t size)
 {
     snprintf(buf, size, "/tmp/scorch-it-XXXXXX");

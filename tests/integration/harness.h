@@ -33,6 +33,15 @@ void run_result_free(run_result *r);
 /* SCORCH_BUILD_ROOT/rel; a static buffer per call site is the caller's. */
 void build_path(char *buf, size_t size, const char *rel);
 
+/* SCORCH_BUILD_ROOT/rel, and DIR/NAME (dir may be an earlier result), each
+ * in one of 8 static buffers used in turn: for building an argv inline. */
+const char *built(const char *rel);
+const char *in_dir(const char *dir, const char *name);
+
+/* run_program of argv = head (NULL-terminated) then extra (NULL-terminated,
+ * or NULL), at most 127 arguments. */
+run_result run_joined(const char *const *head, const char *const *extra);
+
 /* A fresh empty directory under /tmp; returns buf. */
 char *temp_dir(char *buf, size_t size);
 

@@ -19,40 +19,8 @@
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist"
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
-enum { PATH = 4096, DIR_LEN = 64, MAX_ARGS = 128, SIDE = 28, SAMPLES = 64, MAX_FIELDS = 64 };
+enum { PATH = 4096, DIR_LEN = 64, SIDE = 28, SAMPLES = 64, MAX_FIELDS = 64 };
 enum { EXIT_USAGE = 2, EXIT_INPUTS_FAILED = 3 };
-
-static const char *built(const char *rel)
-{
-    static char path[8][PATH];
-    static int next;
-    char *p = path[next++ % 8];
-    build_path(p, PATH, rel);
-    return p;
-}
-
-/* DIR/NAME in one of 8 buffers used in turn. */
-static const char *in_dir(const char *dir, const char *name)
-{
-    static char path[8][PATH];
-    static int next;
-    char *p = path[next++ % 8];
-    snprintf(p, PATH, "%s/%s", dir, name);
-    return p;
-}
-
-/* argv = head (NULL-terminated) then extra (NULL-terminated, or NULL). */
-static run_result run_joined(const char *const *head, const char *const *extra)
-{
-    const char *argv[MAX_ARGS];
-    int n = 0;
-    for (; *head && n < MAX_ARGS - 1; head++)
-        argv[n++] = *head;
-    for (; extra && *extra && n < MAX_ARGS - 1; extra++)
-        argv[n++] = *extra;
-    argv[n] = NULL;
-    return run_program(argv, NULL);
-}
 
 static void expect_exit(run_result *r, int status)
 {

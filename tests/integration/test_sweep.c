@@ -134,7 +134,7 @@ static void trial_dir(char *buf, const char *dir, const char *out, int64_t numbe
 /* How many records of (epoch, phase) a trial's metrics.jsonl holds. */
 static int records(const char *run, int epoch, const char *phase)
 {
-    char path[PATH], want[128];
+    char path[PATH + sizeof "/metrics.jsonl"], want[128];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run);
     snprintf(want, sizeof want, "{\"epoch\":%d,\"phase\":\"%s\",", epoch, phase);
     char *text = read_text(path);

@@ -21,40 +21,6 @@
 
 enum { PATH = 4096, DIR_LEN = 64, MAX_ARGS = 64 };
 
-static const char *built(const char *rel)
-{
-    static char path[8][PATH];
-    static int next;
-    char *p = path[next++ % 8];
-    build_path(p, PATH, rel);
-    return p;
-}
-
-/* DIR/NAME in one of 8 buffers used in turn; dir may be an earlier one. */
-static const char *in_dir(const char *dir, const char *name)
-{
-    static char path[8][PATH];
-    static int next;
-    char joined[PATH];
-    snprintf(joined, sizeof joined, "%s/%s", dir, name);
-    char *p = path[next++ % 8];
-    memcpy(p, joined, sizeof joined);
-    return p;
-}
-
-/* argv = head (NULL-terminated) then extra (NULL-terminated, or NULL). */
-static run_result run_joined(const char *const *head, const char *const *extra)
-{
-    const char *argv[MAX_ARGS];
-    int n = 0;
-    for (; *head && n < MAX_ARGS - 1; head++)
-        argv[n++] = *head;
-    for (; extra && *extra && n < MAX_ARGS - 1; extra++)
-        argv[n++] = *extra;
-    argv[n] = NULL;
-    return run_program(argv, NULL);
-}
-
 /* scorch-train of an mlp on the synthetic blobs. */
 static run_result train(const char *run_dir, const char *hidden, const char *epochs,
                         const char *const *extra)
