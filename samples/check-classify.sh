@@ -19,8 +19,14 @@ trap 'rm -rf "$work"' EXIT
 . "$(dirname "$0")/stage-install.sh"
 
 cp -R "$sample" "$work/classify"
-PKG_CONFIG_PATH=$pc_dir PKG_CONFIG_SYSROOT_DIR=$stage make -C "$work/classify"
 libdir=$(dirname "$(find "$stage" -name libscorch.so | head -n 1)")
+# A sanitizer build's libscorch needs its runtime loaded first: a program
+# linking it is built with the same instrumentation, as its user would.
+cc=${CC:-cc}
+if readelf -d "$libdir/libscorch.so" | grep -q 'NEEDED.*libasan'; then
+    cc="$cc -fsanitize=address,undefined"
+fi
+PKG_CONFIG_PATH=$pc_dir PKG_CONFIG_SYSROOT_DIR=$stage make -C "$work/classify" CC="$cc"
 
 cd "$work"
 "$train" --model "$build/plugins/mlp.so" --model-args hidden=64 \
