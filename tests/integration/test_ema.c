@@ -57,15 +57,6 @@ static void expect_in(const char *text, const char *part)
     cr_assert(text && strstr(text, part), "'%s' not in:\n%s", part, text);
 }
 
-static const char *in_run(const char *dir, const char *name)
-{
-    static char path[4][PATH];
-    static int next;
-    char *p = path[next++ % 4];
-    snprintf(p, PATH, "%s/%s", dir, name);
-    return p;
-}
-
 #define EMA_DECAY "--ema-decay", "0.9", "--ema-warmup"
 
 /* The entries of a and b whose names start with prefix: how many, and
@@ -119,17 +110,17 @@ Test(ema, valid_and_test_report_both_and_best_follows_the_ema)
     snprintf(line, sizeof line, "best accuracy %.4f at epoch %d", a2 > a1 ? a2 : a1,
              a2 > a1 ? 2 : 1);
     expect_in(r.out, line);
-    char *config = read_text(in_run(dir, "config.ini"));
+    char *config = read_text(in_dir(dir, "config.ini"));
     expect_in(config, "ema-decay = 0.9");
     free(config);
     run_result_free(&r);
 
     /* scorch-test --ema reproduces test_ema; without it, test */
-    r = scorch_test(in_run(dir, "checkpoints/last.ckpt"), ARGS("--ema"));
+    r = scorch_test(in_dir(dir, "checkpoints/last.ckpt"), ARGS("--ema"));
     expect_status(&r, 0);
     cr_assert_float_eq(printed_loss(&r), ema_loss, 1e-4, "%s", r.out);
     run_result_free(&r);
-    r = scorch_test(in_run(dir, "checkpoints/last.ckpt"), NULL);
+    r = scorch_test(in_dir(dir, "checkpoints/last.ckpt"), NULL);
     expect_status(&r, 0);
     cr_assert_float_eq(printed_loss(&r), metric_of(dir, 2, "test", "loss"), 1e-4, "%s", r.out);
     run_result_free(&r);
@@ -150,8 +141,8 @@ Test(ema, a_resumed_run_keeps_the_same_ema)
     expect_status(&r, 0);
     run_result_free(&r);
     bool same;
-    const char *a = in_run(straight, "checkpoints/last.ckpt");
-    const char *b = in_run(split, "checkpoints/last.ckpt");
+    const char *a = in_dir(straight, "checkpoints/last.ckpt");
+    const char *b = in_dir(split, "checkpoints/last.ckpt");
     cr_assert_gt(same_entries(a, b, "ema/", &same), 0, "no EMA in the checkpoint");
     cr_assert(same, "the resumed run's EMA differs from the straight run's");
     same_entries(a, b, "param/", &same);
@@ -167,7 +158,7 @@ Test(ema, scorch_test_ema_refuses_a_checkpoint_without_one)
     run_result r = train(dir, "1", ARGS("--max-train-iterations", "2"));
     expect_status(&r, 0);
     run_result_free(&r);
-    r = scorch_test(in_run(dir, "checkpoints/last.ckpt"), ARGS("--ema"));
+    r = scorch_test(in_dir(dir, "checkpoints/last.ckpt"), ARGS("--ema"));
     expect_status(&r, 1);
     expect_in(r.err, "holds no EMA weights");
     expect_in(r.err, "trained without --ema-decay");

@@ -61,15 +61,6 @@ static void finished_run(char *dir)
     run_result_free(&r);
 }
 
-static const char *in_run(const char *dir, const char *name)
-{
-    static char path[4][PATH];
-    static int next;
-    char *p = path[next++ % 4];
-    snprintf(p, PATH, "%s/%s", dir, name);
-    return p;
-}
-
 /* ---- what a run directory holds, to tell that nothing was touched ---- */
 
 typedef struct text {
@@ -244,8 +235,8 @@ Test(resume, options_that_may_change_keep_the_resume_exact)
               NULL);
     expect_status(&r, 0);
     run_result_free(&r);
-    cr_assert(same_params(in_run(straight, "checkpoints/last.ckpt"),
-                          in_run(split, "checkpoints/last.ckpt")),
+    cr_assert(same_params(in_dir(straight, "checkpoints/last.ckpt"),
+                          in_dir(split, "checkpoints/last.ckpt")),
               "weights differ after a resume with other workers");
 }
 
@@ -281,7 +272,7 @@ static void expect_trainer_line_refused(const char *key, const char *line, const
 {
     char dir[DIR_LEN];
     finished_run(dir);
-    const char *last = in_run(dir, "checkpoints/last.ckpt");
+    const char *last = in_dir(dir, "checkpoints/last.ckpt");
     rewrite_line(last, "trainer", key, line);
     run_result r = train(dir, "3", ARGS("--resume"), NULL);
     expect_status(&r, 1);
@@ -318,7 +309,7 @@ static void expect_config_refused(const char *data, size_t size, const char *why
 {
     char dir[DIR_LEN];
     finished_run(dir);
-    const char *last = in_run(dir, "checkpoints/last.ckpt");
+    const char *last = in_dir(dir, "checkpoints/last.ckpt");
     write_with_blob(last, "config", data, size);
     run_result r = evaluate(last);
     expect_status(&r, 1);
@@ -361,7 +352,7 @@ Test(resume, a_batch_size_whose_buffers_overflow_is_refused)
 static char *records_by_step(const char *dir)
 {
     host_jsonl_file file;
-    cr_assert_eq(host_jsonl_read(in_run(dir, "metrics.jsonl"), &file), SC_OK, "%s",
+    cr_assert_eq(host_jsonl_read(in_dir(dir, "metrics.jsonl"), &file), SC_OK, "%s",
                  sc_error_message());
     char **lines = calloc((size_t)file.count + 1, sizeof *lines);
     for (int i = 0; i < file.count; i++) {
@@ -417,7 +408,7 @@ Test(resume, trimming_keeps_the_steps_up_to_the_checkpoint)
     temp_dir(dir, sizeof dir);
     host_run_dir rd;
     cr_assert_eq(host_run_dir_prepare(&rd, dir, true), SC_OK, "%s", sc_error_message());
-    FILE *f = fopen(in_run(dir, "metrics.jsonl"), "w");
+    FILE *f = fopen(in_dir(dir, "metrics.jsonl"), "w");
     fputs("{\"epoch\":1,\"phase\":\"train\",\"step\":4,\"loss\":1}\n"
           "{\"epoch\":2,\"step\":5,\"tag\":\"a\",\"value\":1}\n"
           "not json\n"
@@ -428,7 +419,7 @@ Test(resume, trimming_keeps_the_steps_up_to_the_checkpoint)
     fclose(f);
     cr_assert_eq(host_run_dir_trim_metrics(&rd, 5), SC_OK, "%s", sc_error_message());
     host_run_dir_close(&rd);
-    char *kept = read_text(in_run(dir, "metrics.jsonl"));
+    char *kept = read_text(in_dir(dir, "metrics.jsonl"));
     cr_assert_str_eq(kept, "{\"epoch\":1,\"phase\":\"train\",\"step\":4,\"loss\":1}\n"
                            "{\"epoch\":2,\"step\":5,\"tag\":\"a\",\"value\":1}\n"
                            "not json\n"
@@ -454,8 +445,8 @@ static void expect_resume_exact(const char *const *first, const char *const *res
     r = train(split, "2", resumed, NULL);
     expect_status(&r, 0);
     run_result_free(&r);
-    cr_assert(same_params(in_run(straight, "checkpoints/last.ckpt"),
-                          in_run(split, "checkpoints/last.ckpt")),
+    cr_assert(same_params(in_dir(straight, "checkpoints/last.ckpt"),
+                          in_dir(split, "checkpoints/last.ckpt")),
               "%s: weights differ after a resume", first[1]);
 }
 

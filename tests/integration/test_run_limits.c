@@ -61,15 +61,6 @@ static void expect_in(const char *text, const char *part)
     cr_assert(text && strstr(text, part), "'%s' not in:\n%s", part, text);
 }
 
-static const char *in_run(const char *dir, const char *name)
-{
-    static char path[4][PATH];
-    static int next;
-    char *p = path[next++ % 4];
-    snprintf(p, PATH, "%s/%s", dir, name);
-    return p;
-}
-
 static bool exists(const char *path) { return access(path, F_OK) == 0; }
 
 static int count_lines(const char *text)
@@ -97,7 +88,7 @@ Test(lr_find, suggests_an_lr_in_range_and_writes_only_its_files)
     expect_status(&r, 0);
     double lr = suggested_lr(r.out);
     cr_expect(lr >= 1e-7 && lr <= 10, "suggested lr %g\n%s", lr, r.out);
-    char *csv = read_text(in_run(dir, "lr_find.csv"));
+    char *csv = read_text(in_dir(dir, "lr_find.csv"));
     cr_assert(csv, "no lr_find.csv");
     cr_expect_eq(strncmp(csv, "step,lr,loss,smoothed\n", 22), 0, "%s", csv);
     int rows = count_lines(csv) - 1;
@@ -107,14 +98,14 @@ Test(lr_find, suggests_an_lr_in_range_and_writes_only_its_files)
     cr_expect_float_eq(first_lr, 1e-7, 1e-15);
     free(csv);
     size_t size = 0;
-    char *png = read_file(in_run(dir, "lr_find.png"), &size);
+    char *png = read_file(in_dir(dir, "lr_find.png"), &size);
     cr_assert(png && size > 8 && memcmp(png, "\x89PNG", 4) == 0, "no PNG");
     free(png);
     /* no run: no config.ini, metrics, checkpoints or control socket */
     const char *absent[] = {"config.ini", "metrics.jsonl", "checkpoints/last.ckpt",
                             "control.sock", "tensorboard"};
     for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
-        cr_expect_not(exists(in_run(dir, absent[i])), "%s written", absent[i]);
+        cr_expect_not(exists(in_dir(dir, absent[i])), "%s written", absent[i]);
     run_result_free(&r);
 }
 
@@ -125,7 +116,7 @@ Test(lr_find, a_divergence_stops_early)
     run_result r = train(dir, "1", ARGS("--lr-find", "--lr-find-range", "1e-4:1e6"));
     expect_status(&r, 0);
     expect_in(r.out, "diverged at step");
-    char *csv = read_text(in_run(dir, "lr_find.csv"));
+    char *csv = read_text(in_dir(dir, "lr_find.csv"));
     cr_assert(csv);
     cr_expect_lt(count_lines(csv) - 1, 100, "the test ran all its steps");
     free(csv);
@@ -139,7 +130,7 @@ Test(lr_find, too_few_steps_give_no_suggestion)
     run_result r = train(dir, "1", ARGS("--lr-find", "--lr-find-steps", "5"));
     expect_status(&r, 1);
     expect_in(r.err, "--lr-find: no suggestion from 5 steps");
-    cr_expect(exists(in_run(dir, "lr_find.csv")), "the curve is written all the same");
+    cr_expect(exists(in_dir(dir, "lr_find.csv")), "the curve is written all the same");
     run_result_free(&r);
 }
 
@@ -182,8 +173,8 @@ Test(lr_find, pollutes_no_run)
     r = train(plain, "1", NULL);
     expect_status(&r, 0);
     run_result_free(&r);
-    cr_expect(same_params(in_run(dir, "checkpoints/last.ckpt"),
-                          in_run(plain, "checkpoints/last.ckpt")));
+    cr_expect(same_params(in_dir(dir, "checkpoints/last.ckpt"),
+                          in_dir(plain, "checkpoints/last.ckpt")));
 }
 
 /* In process: the weights and the optimizer are set-up's after the test. */
@@ -227,7 +218,7 @@ Test(lr_find, restores_the_weights_and_the_optimizer)
 static int records(const char *dir, const char *phase, const char *phase2, const char *key,
                    double *best)
 {
-    char *text = read_text(in_run(dir, "metrics.jsonl"));
+    char *text = read_text(in_dir(dir, "metrics.jsonl"));
     cr_assert(text);
     char want[64], want2[64], field[64];
     snprintf(want, sizeof want, "\"phase\":\"%s\"", phase);
@@ -266,8 +257,8 @@ Test(validate_every_steps, validates_within_epochs_and_keeps_the_trajectory)
     r = train(plain, "2", NULL);
     expect_status(&r, 0);
     run_result_free(&r);
-    cr_expect(same_params(in_run(dir, "checkpoints/last.ckpt"),
-                          in_run(plain, "checkpoints/last.ckpt")),
+    cr_expect(same_params(in_dir(dir, "checkpoints/last.ckpt"),
+                          in_dir(plain, "checkpoints/last.ckpt")),
               "validating changed the training");
 }
 
@@ -287,14 +278,14 @@ Test(validate_every_steps, resumes_exactly_from_a_mid_epoch_checkpoint)
     expect_status(&r, 0);
     run_result_free(&r);
     char ckpt[PATH];
-    snprintf(ckpt, sizeof ckpt, "%s", in_run(dir, "checkpoints/epoch-0001-step-000000020.ckpt"));
+    snprintf(ckpt, sizeof ckpt, "%s", in_dir(dir, "checkpoints/epoch-0001-step-000000020.ckpt"));
     cr_assert(exists(ckpt), "no checkpoint at step 20");
     r = train(dir, "2", ARGS("--validate-every-steps", "10", "--checkpoint-every", "10",
                              "--resume", ckpt));
     expect_status(&r, 0);
     run_result_free(&r);
-    cr_expect(same_params(in_run(dir, "checkpoints/last.ckpt"),
-                          in_run(whole, "checkpoints/last.ckpt")));
+    cr_expect(same_params(in_dir(dir, "checkpoints/last.ckpt"),
+                          in_dir(whole, "checkpoints/last.ckpt")));
     double best;
     cr_expect_eq(records(dir, "valid_step", "valid", "accuracy", &best), 6,
                  "each validation's record once");
@@ -312,7 +303,7 @@ Test(max_time, a_spent_budget_stops_with_a_checkpoint_and_resume_finishes_the_ru
     expect_status(&r, 0);
     expect_in(r.out, "stopped at epoch 1, step 1, as the --max-time budget of 0.000001 was "
                      "spent, after writing a checkpoint");
-    cr_expect(exists(in_run(dir, "checkpoints/epoch-0001-step-000000001.ckpt")));
+    cr_expect(exists(in_dir(dir, "checkpoints/epoch-0001-step-000000001.ckpt")));
     run_result_free(&r);
     r = train(dir, "2", ARGS("--max-time", "0.000001", "--resume"));
     expect_status(&r, 0);
@@ -324,8 +315,8 @@ Test(max_time, a_spent_budget_stops_with_a_checkpoint_and_resume_finishes_the_ru
     r = train(whole, "2", NULL);
     expect_status(&r, 0);
     run_result_free(&r);
-    cr_expect(same_params(in_run(dir, "checkpoints/last.ckpt"),
-                          in_run(whole, "checkpoints/last.ckpt")));
+    cr_expect(same_params(in_dir(dir, "checkpoints/last.ckpt"),
+                          in_dir(whole, "checkpoints/last.ckpt")));
 }
 
 Test(max_time, refuses_what_is_no_duration)
