@@ -69,6 +69,7 @@ typedef enum opt_group {
     GROUP_TENSORBOARD,
     GROUP_EVAL,
     GROUP_PREDICT,
+    GROUP_JOB,
     GROUP_GENERAL,
 } opt_group;
 
@@ -83,6 +84,7 @@ static const char *const group_title[] = {
     [GROUP_TENSORBOARD] = "TensorBoard",
     [GROUP_EVAL] = "Evaluation",
     [GROUP_PREDICT] = "Inputs and output",
+    [GROUP_JOB] = "The job",
     [GROUP_GENERAL] = "General",
 };
 
@@ -129,7 +131,8 @@ typedef struct config_option {
 #define PREDICT HOST_PROGRAM_PREDICT
 #define BOTH (HOST_PROGRAM_TRAIN | HOST_PROGRAM_TEST)
 #define EVAL (HOST_PROGRAM_TEST | HOST_PROGRAM_PREDICT) /* a checkpoint's programs */
-#define ALL (BOTH | PREDICT)
+#define RUN HOST_PROGRAM_RUN
+#define ALL (BOTH | PREDICT | RUN)
 
 #define CFG_MEMBER(f) (((host_config *)0)->f)
 #define AS(t, f) .type = (t), .offset = offsetof(host_config, f), .size = sizeof CFG_MEMBER(f)
@@ -149,16 +152,18 @@ static const config_option options[] = {
     {.name = "model", FIELD(model), .def = "", .arg = "PATH", .programs = ALL,
      .resume_may_change = true,
      .required = TRAIN, .inherited = true, .group = GROUP_PLUGINS, .help = "model plugin (.so)"},
-    {.name = "model-args", FIELD(model_args), .def = "", .arg = "K=V,...", .programs = BOTH,
-     .inherited = true, .group = GROUP_PLUGINS, .help = "arguments for the model plugin"},
+    {.name = "model-args", FIELD(model_args), .def = "", .arg = "K=V,...",
+     .programs = BOTH | RUN, .inherited = true, .group = GROUP_PLUGINS,
+     .help = "arguments for the model plugin"},
     {.name = "dataset", FIELD(dataset), .def = "", .arg = "PATH", .programs = ALL,
      .resume_may_change = true,
      .required = TRAIN, .inherited = true, .group = GROUP_PLUGINS, .help = "dataset plugin (.so)"},
     {.name = "dataset-path", FIELD(dataset_path), .def = "", .arg = "PATH", .programs = ALL,
      .resume_may_change = true,
      .inherited = true, .group = GROUP_PLUGINS, .help = "where the dataset plugin finds its data"},
-    {.name = "dataset-args", FIELD(dataset_args), .def = "", .arg = "K=V,...", .programs = BOTH,
-     .inherited = true, .group = GROUP_PLUGINS, .help = "arguments for the dataset plugin"},
+    {.name = "dataset-args", FIELD(dataset_args), .def = "", .arg = "K=V,...",
+     .programs = BOTH | RUN, .inherited = true, .group = GROUP_PLUGINS,
+     .help = "arguments for the dataset plugin"},
     {.name = "hooks", FIELD(hooks), .def = "", .arg = "PATH", .programs = BOTH,
      .resume_may_change = true,
      .group = GROUP_PLUGINS,
@@ -298,7 +303,7 @@ static const config_option options[] = {
     {.name = "batch-size", FIELD(batch_size), .def = "128", .arg = "N", .bound = BOUND_ONE,
      .programs = ALL, .group = GROUP_DEVICES, .help = "samples per batch, per rank",
      .predict = {"inputs decoded and run through the network together"}},
-    {.name = "seed", FIELD(seed), .def = "42", .arg = "N", .programs = BOTH,
+    {.name = "seed", FIELD(seed), .def = "42", .arg = "N", .programs = BOTH | RUN,
      .group = GROUP_DEVICES, .help = "seed for initialisation, shuffling and augmentation"},
     {.name = "device", FIELD(device), .def = "", .shown_def = "the model's preference, else cpu",
      .arg = "DEVICE", .check = check_device, .programs = ALL, .group = GROUP_DEVICES,
@@ -307,11 +312,11 @@ static const config_option options[] = {
              "distributed_dataparallel"},
     {.name = "replicas", FIELD(replicas), .def = "0", .shown_def = "one per GPU --device names",
      .resume_may_change = true,
-     .arg = "N", .bound = BOUND_NONNEG, .programs = TRAIN, .group = GROUP_DEVICES,
+     .arg = "N", .bound = BOUND_NONNEG, .programs = TRAIN | RUN, .group = GROUP_DEVICES,
      .help = "data parallel in one process: N replicas, a thread each (--device cpu, "
              "parallel or cuda:N,M,...)"},
     {.name = "precision", FIELD(precision), .def = "fp32", .choices = "fp32|tf32|bf16",
-     .programs = BOTH, .group = GROUP_DEVICES,
+     .programs = BOTH | RUN, .group = GROUP_DEVICES,
      .help = "GPU arithmetic: tf32 or bf16 matrix products and convolutions (fp32 master "
              "weights and loss)"},
     {.name = "cuda-graphs", FIELD(cuda_graphs), .def = "auto", .choices = "auto|on|off",
@@ -325,12 +330,12 @@ static const config_option options[] = {
              "mpirun: the rank's share)"},
     {.name = "workers", FIELD(workers), .def = "2", .arg = "N", .bound = BOUND_NONNEG,
      .resume_may_change = true,
-     .limit = workers_limit, .programs = BOTH, .group = GROUP_DEVICES,
+     .limit = workers_limit, .programs = BOTH | RUN, .group = GROUP_DEVICES,
      .help = "data-loader threads, at most 4 per core and 256; 0 to load on the training "
              "thread"},
     {.name = "prefetch", FIELD(prefetch), .def = "4", .arg = "N", .bound = BOUND_ONE,
      .resume_may_change = true,
-     .programs = BOTH, .group = GROUP_DEVICES, .help = "batches the loader prepares ahead"},
+     .programs = BOTH | RUN, .group = GROUP_DEVICES, .help = "batches the loader prepares ahead"},
     {.name = "accumulate", FIELD(accumulate), .def = "1", .arg = "N", .bound = BOUND_ONE,
      .programs = TRAIN, .group = GROUP_DEVICES,
      .help = "micro-batches per optimizer step, their gradients averaged (ranks "
@@ -340,7 +345,7 @@ static const config_option options[] = {
      .help = "data parallel: gradient allreduce bucket size in MiB"},
     {.name = "collective-timeout", FIELD(collective_timeout), .def = "300", .arg = "SECONDS",
      .resume_may_change = true,
-     .bound = BOUND_POSITIVE, .programs = TRAIN, .group = GROUP_DEVICES,
+     .bound = BOUND_POSITIVE, .programs = TRAIN | RUN, .group = GROUP_DEVICES,
      .help = "data parallel: abort the job when a collective waits longer"},
     {.name = "scale-lr", FIELD(scale_lr), .def = "false", .programs = TRAIN,
      .group = GROUP_DEVICES, .help = "data parallel: multiply --lr by the number of ranks"},
@@ -414,9 +419,19 @@ static const config_option options[] = {
      .help = "write the confusion matrix (rows: true class, columns: predicted) as CSV"},
     {.name = "per-class", FIELD(per_class), .def = "", .arg = "PATH", .programs = TEST,
      .group = GROUP_EVAL, .help = "print per-class accuracy and write it to this CSV file"},
-    {.name = "ema", FIELD(ema), .def = "false", .programs = EVAL, .group = GROUP_EVAL,
+    {.name = "ema", FIELD(ema), .def = "false", .programs = EVAL | RUN, .group = GROUP_EVAL,
      .predict = {"the checkpoint's EMA weights (trained with --ema-decay)"},
      .help = "evaluate the checkpoint's EMA weights (trained with --ema-decay)"},
+
+    {.name = "job", FIELD(job), .def = "", .arg = "PATH", .programs = RUN, .required = RUN,
+     .group = GROUP_JOB, .help = "job plugin (.so) to run on every rank"},
+    {.name = "job-args", FIELD(job_args), .def = "", .arg = "K=V,...", .programs = RUN,
+     .group = GROUP_JOB, .help = "arguments for the job plugin"},
+    {.name = "checkpoint", FIELD(checkpoints), .def = "", .arg = "PATH", .programs = RUN,
+     .group = GROUP_JOB,
+     .help = "a checkpoint for the job, or a run directory (its numbered checkpoints); "
+             "repeat for more (up to 8); the first supplies --model and --dataset when "
+             "they are not given"},
 
     {.name = "input-list", FIELD(input_list), .def = "", .arg = "FILE", .programs = PREDICT,
      .group = GROUP_PREDICT,
@@ -455,6 +470,7 @@ const char *host_program_name(host_program program)
 {
     return program == HOST_PROGRAM_TEST      ? "scorch-test"
            : program == HOST_PROGRAM_PREDICT ? "scorch-predict"
+           : program == HOST_PROGRAM_RUN     ? "scorch-run"
                                              : "scorch-train";
 }
 
@@ -463,17 +479,21 @@ static const char *program_section(host_program program)
     return host_program_name(program) + strlen("scorch-");
 }
 
-/* The programs of a mask, for messages: "scorch-test or scorch-predict". */
+/* The programs of a mask, for messages: "scorch-test, scorch-predict or
+ * scorch-run". */
 static void programs_text(unsigned programs, char *buf, size_t size)
 {
     static const host_program each[] = {HOST_PROGRAM_TRAIN, HOST_PROGRAM_TEST,
-                                        HOST_PROGRAM_PREDICT};
+                                        HOST_PROGRAM_PREDICT, HOST_PROGRAM_RUN};
+    int left = __builtin_popcount(programs);
     size_t len = 0;
     buf[0] = '\0';
     for (int i = 0; i < ARRAY_LEN(each) && len < size; i++)
-        if (programs & each[i])
-            len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? " or " : "",
-                                    host_program_name(each[i]));
+        if (programs & each[i]) {
+            left--;
+            len += (size_t)snprintf(buf + len, size - len, "%s%s", host_program_name(each[i]),
+                                    left > 1 ? ", " : left == 1 ? " or " : "");
+        }
 }
 
 /* ---- values ----------------------------------------------------------- */
@@ -817,28 +837,33 @@ void host_config_inherit(host_config *cfg, const host_config *saved)
 
 /* ---- lookup ----------------------------------------------------------- */
 
-/* Finds the option `name` (len characters) of program; an unknown name, or
- * one of the other program, is an error. `dashes` is "--" on the command
+/* Finds the option `name` (len characters) of program (a name may have a
+ * row per program: --checkpoint); an unknown name, or one of another
+ * program only, is an error. `dashes` is "--" on the command
  * line and "" in INI files, for the message. */
 static sc_status opt_lookup(host_program program, const char *name, size_t len,
                             const char *dashes, const config_option **out)
 {
     const char *names[N_OPTIONS];
+    unsigned owners = 0; /* the programs of the rows of that name */
     int n = 0;
     for (int i = 0; i < N_OPTIONS; i++) {
         const config_option *opt = &options[i];
-        if (strlen(opt->name) == len && strncmp(opt->name, name, len) == 0) {
-            if (!(opt->programs & program)) {
-                char owners[64];
-                programs_text(opt->programs, owners, sizeof owners);
-                return sc_error_set(SC_ERR_INVALID, "%s%s is an option of %s, not of %s",
-                                    dashes, opt->name, owners, host_program_name(program));
-            }
+        bool named = strlen(opt->name) == len && strncmp(opt->name, name, len) == 0;
+        if (named && (opt->programs & program)) {
             *out = opt;
             return SC_OK;
         }
+        if (named)
+            owners |= opt->programs;
         if (opt->programs & program)
             names[n++] = opt->name;
+    }
+    if (owners) {
+        char text[128];
+        programs_text(owners, text, sizeof text);
+        return sc_error_set(SC_ERR_INVALID, "%s%.*s is an option of %s, not of %s", dashes,
+                            (int)len, name, text, host_program_name(program));
     }
     char word[QUOTE_MAX + 2]; /* one more than quote shows, so that it shows the cut */
     snprintf(word, sizeof word, "%.*s", (int)len, name);
@@ -1597,6 +1622,13 @@ static void print_usage(FILE *out, host_program program)
             "network's outputs for what is no classifier (or with --raw). An input that\n"
             "fails is one line on stderr and the others are still predicted; the exit\n"
             "status is then 3. See docs/predict.md."},
+        [HOST_PROGRAM_RUN] = {
+            "--job PATH [--checkpoint PATH ...] [options]",
+            "Runs a job plugin on every rank: non-training work (evaluating checkpoints,\n"
+            "dataset statistics, ...) on the devices and ranks scorch allocates, with the\n"
+            "model and dataset plugins when given (else the first checkpoint's). Under\n"
+            "mpirun or srun each process is a rank; --replicas N runs N ranks as threads.\n"
+            "See docs/jobs.md."},
     };
     fprintf(out, "Usage: %s %s\n\n%s\n", host_program_name(program), usage[program][0],
             usage[program][1]);

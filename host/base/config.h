@@ -1,8 +1,9 @@
-/* config.h — every option of scorch-train, scorch-test and scorch-predict.
+/* config.h — every option of scorch-train, scorch-test, scorch-predict
+ * and scorch-run.
  *
  * One table drives the command line, the INI file (--config; same names
  * without the dashes, in the [train] section, [test] for scorch-test,
- * [predict] for scorch-predict), --help, and the resolved config.ini
+ * [predict] for scorch-predict, [run] for scorch-run), --help, and the resolved config.ini
  * written into the run directory. The
  * command line wins over the INI file, which wins over the defaults.
  * Unknown keys and bad values are errors naming the key (and the file and
@@ -34,6 +35,7 @@ typedef enum host_program {
     HOST_PROGRAM_TRAIN = 1,
     HOST_PROGRAM_TEST = 2,
     HOST_PROGRAM_PREDICT = 4,
+    HOST_PROGRAM_RUN = 8,
 } host_program;
 
 /* Room for the rows of config.c's option table (it checks that they fit). */
@@ -129,6 +131,10 @@ typedef struct host_config {
     bool raw;                       /* --raw: the outputs, not the top classes */
     char **inputs;                  /* the arguments that are no options, in order (argv's) */
     int n_inputs;
+    /* scorch-run */
+    char job[HOST_PATH_MAX];          /* --job: job plugin .so */
+    char job_args[1024];            /* --job-args k=v,... */
+    host_path_list checkpoints;       /* --checkpoint, repeatable: files or run directories */
     /* Per option, in the table's order: HOST_ORIGIN_DEFAULT, _COMMAND_LINE
      * or the INI line that set it. Read it with host_config_user_set. */
     int origin[HOST_CONFIG_MAX_OPTIONS];
@@ -194,9 +200,9 @@ typedef void (*host_config_change_fn)(void *user, const host_config_change *chan
 int host_config_resume_changes(const host_config *saved, const host_config *cfg,
                              host_config_change_fn fn, void *user);
 
-/* scorch-test: copies from `saved` (the config stored in the checkpoint)
- * every option the checkpoint supplies — model, dataset, dataset-path and
- * their args — that cfg leaves empty. */
+/* scorch-test, scorch-predict, scorch-run: copies from `saved` (the
+ * config stored in the checkpoint) every option the checkpoint supplies
+ * (model, dataset, dataset-path and their args) that cfg leaves empty. */
 void host_config_inherit(host_config *cfg, const host_config *saved);
 
 /* "scorch-train", "scorch-test" or "scorch-predict". */

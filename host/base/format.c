@@ -13,17 +13,3 @@ void host_format_double(double v, char *buf, size_t n)
     }
 }
 
-void host_csv_field(FILE *f, const char *s)
-{
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}

@@ -26,7 +26,7 @@ sc_host_info host_plugin_host_info(sc_device_kind device)
  * end. */
 static const char *preferred_device(const sc_model_plugin *api)
 {
-    return SC_ABI_HOLDS(api, preferred_device) ? api->preferred_device : NULL;
+    return api && SC_ABI_HOLDS(api, preferred_device) ? api->preferred_device : NULL;
 }
 
 static sc_status check_model(const sc_model_plugin *api)
@@ -84,6 +84,7 @@ static sc_status missing_symbol(const host_plugin_lib *lib, const char *symbol)
         {"scorch_model_plugin", "it is a model plugin: give it to --model"},
         {"scorch_dataset_plugin", "it is a dataset plugin: give it to --dataset"},
         {"scorch_hooks", "it only has hooks: give it to --hooks"},
+        {"scorch_job_plugin", "it is a job plugin: give it to scorch-run --job"},
     };
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         if (strcmp(kinds[i].symbol, symbol) != 0 && lib_symbol(lib, kinds[i].symbol))
@@ -153,6 +154,18 @@ sc_status host_dataset_lib_open(const char *path, host_dataset_lib *out)
     *out = (host_dataset_lib){0};
     SC_TRY(lib_open(path, "scorch_dataset_plugin", &out->lib, &api));
     sc_status st = sc_dataset_plugin_check(api);
+    if (st != SC_OK)
+        return refuse(&out->lib, st, path);
+    out->api = api;
+    return SC_OK;
+}
+
+sc_status host_job_lib_open(const char *path, host_job_lib *out)
+{
+    const void *api;
+    *out = (host_job_lib){0};
+    SC_TRY(lib_open(path, "scorch_job_plugin", &out->lib, &api));
+    sc_status st = sc_job_plugin_check(api);
     if (st != SC_OK)
         return refuse(&out->lib, st, path);
     out->api = api;

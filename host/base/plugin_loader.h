@@ -1,4 +1,4 @@
-/* plugin_loader.h — loading model, dataset and hooks plugins.
+/* plugin_loader.h — loading model, dataset, job and hooks plugins.
  *
  * dlopen(RTLD_NOW | RTLD_LOCAL), then the well-known symbol is looked up
  * and checked as libscorch checks every plugin (sc_model_plugin_check,
@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "scorch/hooks.h"
+#include "scorch/job.h"
 #include "scorch/plugin.h"
 #include "scorch/user_funcs.h"
 
@@ -38,18 +39,24 @@ typedef struct host_dataset_lib {
     const sc_dataset_plugin *api;
 } host_dataset_lib;
 
+typedef struct host_job_lib {
+    host_plugin_lib lib;
+    const sc_job_plugin *api;
+} host_job_lib;
+
 /* Each fills *out or returns an error naming path; nothing to close then.
  * A model's preferred_device must be --device notation (device.h). */
 sc_status host_model_lib_open(const char *path, host_model_lib *out);
 sc_status host_dataset_lib_open(const char *path, host_dataset_lib *out);
+sc_status host_job_lib_open(const char *path, host_job_lib *out);
 /* A plugin that provides scorch_hooks, scorch_user_funcs or both (--hooks),
  * with its arguments (--hooks-args; NULL or "" for none): each key must be
  * one its scorch_hook_arg_keys lists (ABI 1.2), else the refusal names the
  * key and the nearest listed one. */
 sc_status host_hooks_lib_open(const char *path, const char *args, host_plugin_lib *out);
 
-/* The model's preferred_device (ABI 1.1), or NULL when it names none or
- * was built for 1.0. */
+/* The model's preferred_device (ABI 1.1), or NULL when it names none, was
+ * built for 1.0, or is not loaded (a zeroed lib). */
 const char *host_model_preferred_device(const host_model_lib *lib);
 
 /* Whether the dataset turns raw inputs into samples: it has an

@@ -13,7 +13,6 @@
 #include "observe/run_log.h"
 #include "run/session.h"
 #include "scorch_host/context.h"
-#include "scorch_host/ema.h"
 
 enum { EXIT_USAGE = 2 };
 
@@ -30,13 +29,6 @@ static sc_status fill_from_checkpoint(host_config *cfg)
         host_config_inherit(cfg, saved);
     free(saved);
     return st;
-}
-
-static sc_split parse_split(const char *name)
-{
-    return strcmp(name, "train") == 0 ? SC_SPLIT_TRAIN
-           : strcmp(name, "valid") == 0 ? SC_SPLIT_VALID
-                                        : SC_SPLIT_TEST;
 }
 
 static bool wants_classes(const host_config *cfg)
@@ -81,7 +73,8 @@ static sc_status write_reports(const host_config *cfg, const host_predictions *p
 
 static sc_status evaluate(host_session *s, const host_config *cfg, sc_metrics *metrics)
 {
-    sc_split split = parse_split(cfg->split);
+    sc_split split;
+    SC_TRY(sc_split_parse(cfg->split, &split));
     host_loader_config lc = {.plugin_file = s->data.lib.path,
                            .batch_size = cfg->batch_size, .workers = cfg->workers,
                            .prefetch = cfg->prefetch, .seed = cfg->seed, .world = 1,
@@ -111,23 +104,6 @@ static sc_status evaluate(host_session *s, const host_config *cfg, sc_metrics *m
     return closed;
 }
 
-/* The checkpoint's weights into s, or with --ema its EMA weights (the
- * network computes with what the parameters hold). */
-static sc_status load_weights(host_session *s, const host_config *cfg)
-{
-    if (!cfg->ema)
-        return host_checkpoint_load(cfg->checkpoint, s->params, NULL, NULL, NULL, NULL,
-                                  s->model.api->name, NULL);
-    sc_ema *ema = sc_ema_new(s->params);
-    sc_status st = ema ? host_checkpoint_load(cfg->checkpoint, s->params, NULL, ema, NULL, NULL,
-                                            s->model.api->name, NULL)
-                       : sc_error_code();
-    if (st == SC_OK)
-        st = sc_ema_swap(ema);
-    sc_ema_free(ema);
-    return st == SC_OK ? SC_OK : sc_error_wrap(st, "--ema");
-}
-
 static sc_status run(host_config *cfg)
 {
     SC_TRY(fill_from_checkpoint(cfg));
@@ -137,7 +113,9 @@ static sc_status run(host_config *cfg)
     if (opened != SC_OK) /* its plugins and data may be the checkpoint's */
         return sc_error_wrap(opened, "checkpoint %s", cfg->checkpoint);
     sc_metrics *metrics = sc_metrics_new();
-    sc_status st = metrics ? load_weights(&s, cfg) : SC_ERR_NOMEM;
+    sc_status st = metrics ? host_checkpoint_load_weights(cfg->checkpoint, s.params, cfg->ema,
+                                                          s.model.api->name, NULL)
+                           : SC_ERR_NOMEM;
     if (st == SC_OK)
         st = evaluate(&s, cfg, metrics);
     sc_metrics_free(metrics);

@@ -6,6 +6,7 @@
 #include "control/signals.h"
 #include "dist/dist.h"
 #include "dist/launch.h"
+#include "run/dist_start.h"
 #include "run/lr_find.h"
 #include "run/model_summary.h"
 #include "run/trainer.h"
@@ -64,18 +65,6 @@ static int train(const host_config *cfg, const host_dist_seat *seat)
 
 static int train_replica(const host_dist_seat *seat, void *cfg) { return train(cfg, seat); }
 
-/* How many replicas this process drives (dist.h); 0 after an error. */
-static int replica_count(const host_config *cfg)
-{
-    char device[HOST_PATH_MAX], source[HOST_PATH_MAX + 32];
-    int n = 0;
-    if (host_session_device_choice(cfg, device, sizeof device, source, sizeof source) == SC_OK &&
-        host_dist_replicas(cfg, device, source, &n) == SC_OK)
-        return n;
-    host_dist_print_error("scorch-train");
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     host_config cfg;
@@ -96,9 +85,11 @@ int main(int argc, char **argv)
     host_crash_install(program);
     if (cfg.summary)
         return print_summary(&cfg);
-    int replicas = replica_count(&cfg);
-    if (replicas == 0)
+    int replicas;
+    if (host_dist_start_replicas(&cfg, &replicas) != SC_OK) {
+        host_dist_print_error("scorch-train");
         return 1;
+    }
     host_signals_install();
     if (cfg.lr_find)
         return find_lr(&cfg, replicas);

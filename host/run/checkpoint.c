@@ -397,6 +397,21 @@ sc_status host_checkpoint_load(const char *path, sc_params *params, sc_optim *op
     return st == SC_OK ? SC_OK : sc_error_wrap(st, "loading checkpoint %s", path);
 }
 
+sc_status host_checkpoint_load_weights(const char *path, sc_params *params, bool ema,
+                                       const char *model_name, host_train_state *state)
+{
+    if (!ema)
+        return host_checkpoint_load(path, params, NULL, NULL, state, NULL, model_name, NULL);
+    sc_ema *average = sc_ema_new(params);
+    sc_status st = average ? host_checkpoint_load(path, params, NULL, average, state, NULL,
+                                                  model_name, NULL)
+                           : sc_error_code();
+    if (st == SC_OK)
+        st = sc_ema_swap(average);
+    sc_ema_free(average);
+    return st == SC_OK ? SC_OK : sc_error_wrap(st, "--ema");
+}
+
 /* A copy of the config blob, NUL-terminated; the blob itself must hold no
  * NUL, which would cut it short unseen. */
 static sc_status copy_config(const sc_ckpt *ck, char **config_text)

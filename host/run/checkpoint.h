@@ -59,6 +59,13 @@ sc_status host_checkpoint_load(const char *path, sc_params *params, sc_optim *op
                              sc_ema *ema, host_train_state *state, sc_metrics *train_sums,
                              const char *model_name, host_hook_blobs *hooks);
 
+/* The weights a network computes with, from a checkpoint: its parameters
+ * and buffers, or with `ema` its EMA weights (swapped into the
+ * parameters); never its optimizer. state, when not NULL, receives the
+ * trainer's position (epoch and step). */
+sc_status host_checkpoint_load_weights(const char *path, sc_params *params, bool ema,
+                                       const char *model_name, host_train_state *state);
+
 /* The configuration a checkpoint was trained with (its resolved
  * config.ini), read over the defaults into saved: refused, naming the
  * file, when it is missing, holds a NUL byte, does not parse, or names no

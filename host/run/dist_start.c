@@ -9,6 +9,13 @@
 #include "dist/launch.h"
 #include "scorch_host/optim.h"
 
+sc_status host_dist_start_replicas(const host_config *cfg, int *replicas)
+{
+    char device[HOST_PATH_MAX], source[HOST_PATH_MAX + 32];
+    SC_TRY(host_session_device_choice(cfg, device, sizeof device, source, sizeof source));
+    return host_dist_replicas(cfg, device, source, replicas);
+}
+
 /* ---- the start-up comparison ---- */
 
 /* The name of an INI line's option ("name = value"), into buf. */
@@ -26,7 +33,8 @@ static bool option_per_node(const char *name)
 {
     static const char *const names[] = {"model", "dataset", "dataset-path", "hooks",
                                         "run-dir", "resume", "threads", "workers",
-                                        "prefetch", "quiet", "collective-timeout"};
+                                        "prefetch", "quiet", "collective-timeout",
+                                        "job", "checkpoint"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(name, names[i]) == 0)
             return true;
@@ -36,7 +44,9 @@ static bool option_per_node(const char *name)
 static sc_status describe_options(FILE *f, const host_config *cfg)
 {
     char *ini = NULL;
-    SC_TRY(host_config_ini_text(cfg, HOST_PROGRAM_TRAIN, &ini));
+    /* scorch-run's ranks compare its options, scorch-train's its own. */
+    host_program program = cfg->job[0] ? HOST_PROGRAM_RUN : HOST_PROGRAM_TRAIN;
+    SC_TRY(host_config_ini_text(cfg, program, &ini));
     for (const char *line = ini; *line;) {
         size_t len = strcspn(line, "\n");
         char name[64];
@@ -63,6 +73,13 @@ static void describe_params(FILE *f, const sc_params *ps)
     }
 }
 
+static void describe_plugin(FILE *f, const char *kind, const char *name,
+                            const sc_abi_header *abi)
+{
+    fprintf(f, "%s plugin %s ABI %d.%d size %u\n", kind, name, abi->major, abi->minor,
+            abi->size);
+}
+
 /* What every rank must have alike, one fact per line. */
 static sc_status describe_run(const host_session *s, const host_config *cfg, char **text)
 {
@@ -70,17 +87,18 @@ static sc_status describe_run(const host_session *s, const host_config *cfg, cha
     FILE *f = open_memstream(text, &len);
     if (!f)
         return sc_error_set(SC_ERR_NOMEM, "out of memory describing the run");
-    const sc_abi_header *m = &s->model.api->abi, *ds = &s->data.api->abi;
     fprintf(f, "host plugin ABI %d.%d\n", SC_ABI_MAJOR, SC_ABI_MINOR);
-    fprintf(f, "model plugin %s ABI %d.%d size %u\n", s->model.api->name, m->major, m->minor,
-            m->size);
-    fprintf(f, "dataset plugin %s ABI %d.%d size %u\n", s->data.api->name, ds->major,
-            ds->minor, ds->size);
-    for (int k = 0; k < SC_SPLIT_COUNT; k++)
-        fprintf(f, "split %s has %lld samples\n", sc_split_name((sc_split)k),
-                (long long)host_session_split_len(s, (sc_split)k));
+    if (s->model.api) /* a job may have no model, or no dataset either */
+        describe_plugin(f, "model", s->model.api->name, &s->model.api->abi);
+    if (s->data.api) {
+        describe_plugin(f, "dataset", s->data.api->name, &s->data.api->abi);
+        for (int k = 0; k < SC_SPLIT_COUNT; k++)
+            fprintf(f, "split %s has %lld samples\n", sc_split_name((sc_split)k),
+                    (long long)host_session_split_len(s, (sc_split)k));
+    }
     sc_status st = describe_options(f, cfg);
-    describe_params(f, s->params);
+    if (s->params)
+        describe_params(f, s->params);
     if (fclose(f) != 0 && st == SC_OK)
         st = sc_error_set(SC_ERR_NOMEM, "out of memory describing the run");
     return st;

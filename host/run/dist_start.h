@@ -16,10 +16,16 @@
 #include "run/checkpoint.h"
 #include "run/session.h"
 
+/* How many replicas this process drives (host_dist_replicas) for the
+ * device the run asks for (host_session_device_choice). */
+sc_status host_dist_start_replicas(const host_config *cfg, int *replicas);
+
 /* Collective: the ranks compare the plugin ABIs, the dataset's split
  * lengths, the resolved options (all but the per-node ones: plugin and
  * data paths, run directory, resume, threads, workers, prefetch, quiet,
- * collective-timeout) and the parameters' names, shapes and trainability.
+ * collective-timeout, a job's checkpoints) and the parameters' names,
+ * shapes and trainability (of those the session has: a job's may lack a
+ * model or a dataset).
  * A difference stops every rank, naming the rank and the first line that
  * differs from rank 0's. */
 sc_status host_dist_start_verify(host_dist *d, const host_session *s, const host_config *cfg);

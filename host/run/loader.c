@@ -104,9 +104,28 @@ static sc_status host_loader_config_check(const host_loader_config *c)
     return SC_OK;
 }
 
+/* The split's batches, the last of them maybe short; rounded up without
+ * len + b - 1, which --batch-size near 2^63 overflows. */
+static int64_t batches_of(int64_t len, int64_t batch_size)
+{
+    return len / batch_size + (len % batch_size != 0);
+}
+
+/* With whole_batches: batches rank, rank + world, ... of the split; only
+ * the split's last batch, when it is this rank's, may be short. */
+static int64_t rank_whole_batch_samples(int64_t len, const host_loader_config *c)
+{
+    int64_t total = batches_of(len, c->batch_size);
+    int64_t mine = total > c->rank ? (total - c->rank + c->world - 1) / c->world : 0;
+    int64_t short_by = total * c->batch_size - len;
+    return mine * c->batch_size - ((total - 1) % c->world == c->rank ? short_by : 0);
+}
+
 /* The per-rank sample count; see the header for the rule. */
 static int64_t host_loader_rank_samples(int64_t len, const host_loader_config *c)
 {
+    if (c->whole_batches)
+        return rank_whole_batch_samples(len, c);
     if (c->drop_last) {
         int64_t n = len / c->world;
         return n - n % c->batch_size;
@@ -215,9 +234,7 @@ static sc_status host_loader_init(host_loader *loader)
     SC_TRY(host_loader_side_check(loader->spec.targets, loader->spec.n_targets, "targets",
                                 plugin->name));
     loader->n_samples = host_loader_rank_samples(loader->len, c);
-    /* Rounded up without n + b - 1, which --batch-size near 2^63 overflows. */
-    loader->n_batches =
-        loader->n_samples / c->batch_size + (loader->n_samples % c->batch_size != 0);
+    loader->n_batches = batches_of(loader->n_samples, c->batch_size);
     /* About two claims per worker per batch: balanced, yet few lock trips. */
     int64_t pieces = 2 * (int64_t)(c->workers ? c->workers : 1);
     loader->chunk = c->batch_size / pieces + (c->batch_size % pieces != 0);
@@ -480,8 +497,13 @@ static void host_loader_plan(host_loader *loader)
             loader->perm[j] = t;
         }
     }
-    for (int64_t k = 0; k < loader->n_samples; k++)
-        loader->order[k] = loader->perm[c->rank + k * c->world];
+    if (c->whole_batches) /* local batch b is the split's batch rank + b * world */
+        for (int64_t k = 0; k < loader->n_samples; k++)
+            loader->order[k] = loader->perm[(c->rank + k / c->batch_size * c->world) *
+                                                c->batch_size + k % c->batch_size];
+    else
+        for (int64_t k = 0; k < loader->n_samples; k++)
+            loader->order[k] = loader->perm[c->rank + k * c->world];
 }
 
 /* Thread rule: consumer thread. */

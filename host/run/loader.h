@@ -17,6 +17,10 @@
  *     drop_last it takes floor(n / w) of them, rounded down to whole
  *     batches; without, every position < n (ranks may then differ by one
  *     sample, and the last batch may be short);
+ *   - with whole_batches (a job's batches, scorch/job.h), rank r takes
+ *     instead whole batches of that order: batches r, r+w, r+2w, ..., batch
+ *     b being positions b*batch_size .. (b+1)*batch_size-1 (the split's
+ *     last batch may be short); drop_last does not apply;
  *   - sample i is written by getitem with rng sc_rng_init(seed,
  *     sc_rng_mix(e, i)).
  *
@@ -53,6 +57,7 @@ typedef struct host_loader_config {
     uint64_t seed;
     bool shuffle;       /* train: true */
     bool drop_last;     /* train: true */
+    bool whole_batches; /* ranks take whole batches in turn (the header's rule) */
     int rank, world;
     bool pinned;        /* page-locked batch buffers: a GPU run's faster uploads */
     sc_device gpu;      /* with pinned, the GPU they are uploaded to: slots get fences */

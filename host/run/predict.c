@@ -9,7 +9,7 @@
 #include <strings.h>
 #include <sys/types.h>
 
-#include "base/format.h"
+#include "scorch/csv.h"
 #include "base/jsonl.h"
 #include "run/predictions.h"
 
@@ -345,7 +345,7 @@ static void write_top_csv(const predictor *p, FILE *f)
         fprintf(f, ",%lld,%.6f", (long long)p->top[i], p->probs[p->top[i]]);
         if (p->named) {
             fputc(',', f);
-            host_csv_field(f, class_name(p, p->top[i]));
+            sc_csv_write_field(f, class_name(p, p->top[i]));
         }
     }
 }
@@ -405,7 +405,7 @@ static void write_record(predictor *p, const char *name, int64_t g)
     FILE *f = p->req->out;
     switch (p->req->format) {
     case HOST_PREDICT_TEXT: fprintf(f, "%s:", name); break;
-    case HOST_PREDICT_CSV: host_csv_field(f, name); break;
+    case HOST_PREDICT_CSV: sc_csv_write_field(f, name); break;
     case HOST_PREDICT_JSONL:
         fputs("{\"input\":", f);
         host_json_put_string(f, name);

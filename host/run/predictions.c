@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "base/crash.h"
-#include "base/format.h"
+#include "scorch/csv.h"
 
 enum { TOPK_MAX = 100, LABEL_MAX = 64 };
 
@@ -97,7 +97,7 @@ static void write_row(host_predictions *p, int64_t sample, int64_t target, const
         if (names_classes(p)) {
             const char *name = class_name(p, top[i]);
             fputc(',', p->csv);
-            host_csv_field(p->csv, name ? name : "");
+            sc_csv_write_field(p->csv, name ? name : "");
         }
     }
     fputc('\n', p->csv);
@@ -214,11 +214,11 @@ sc_status host_predictions_write_confusion(const host_predictions *p, const char
     fputs("true\\predicted", f);
     for (int64_t j = 0; j < p->classes; j++) {
         fputc(',', f);
-        host_csv_field(f, class_label(p, j, buf, sizeof buf));
+        sc_csv_write_field(f, class_label(p, j, buf, sizeof buf));
     }
     fputc('\n', f);
     for (int64_t t = 0; t < p->classes; t++) {
-        host_csv_field(f, class_label(p, t, buf, sizeof buf));
+        sc_csv_write_field(f, class_label(p, t, buf, sizeof buf));
         for (int64_t j = 0; j < p->classes; j++)
             fprintf(f, ",%lld", (long long)p->confusion[t * p->classes + j]);
         fputc('\n', f);
@@ -244,7 +244,7 @@ sc_status host_predictions_write_per_class(const host_predictions *p, const char
         fprintf(f, "%lld,", (long long)t);
         if (named) {
             const char *name = class_name(p, t);
-            host_csv_field(f, name ? name : "");
+            sc_csv_write_field(f, name ? name : "");
             fputc(',', f);
         }
         fprintf(f, "%lld,%lld,", (long long)row_sum(p, t),

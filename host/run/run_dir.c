@@ -176,44 +176,67 @@ static int compare_names(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+static void free_names(char **names, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        free(names[i]);
+    free(names);
+}
+
+/* Appends a copy of name to *names (of *count, room for *cap). */
+static sc_status add_name(char ***names, size_t *count, size_t *cap, const char *name)
+{
+    if (*count == *cap) {
+        size_t grown_cap = *cap ? 2 * *cap : 16;
+        char **grown = realloc(*names, grown_cap * sizeof *grown);
+        if (!grown)
+            return sc_error_set(SC_ERR_NOMEM, "out of memory listing checkpoints");
+        *names = grown;
+        *cap = grown_cap;
+    }
+    if (!((*names)[*count] = strdup(name)))
+        return sc_error_set(SC_ERR_NOMEM, "out of memory listing checkpoints");
+    (*count)++;
+    return SC_OK;
+}
+
+sc_status host_run_dir_list_numbered(const char *checkpoints, char ***names, size_t *count)
+{
+    *names = NULL;
+    *count = 0;
+    DIR *d = opendir(checkpoints);
+    if (!d)
+        return sc_error_set(SC_ERR_IO, "cannot list %s: %s", checkpoints, strerror(errno));
+    size_t cap = 0;
+    sc_status st = SC_OK;
+    for (struct dirent *e; st == SC_OK && (e = readdir(d));)
+        if (is_numbered(e->d_name))
+            st = add_name(names, count, &cap, e->d_name);
+    closedir(d);
+    if (st != SC_OK) {
+        free_names(*names, *count);
+        *names = NULL;
+        *count = 0;
+        return st;
+    }
+    /* Zero-padded names sort oldest first. */
+    qsort(*names, *count, sizeof **names, compare_names);
+    return SC_OK;
+}
+
 sc_status host_run_dir_prune(const host_run_dir *rd, int keep)
 {
-    DIR *d = opendir(rd->checkpoints);
-    if (!d)
-        return sc_error_set(SC_ERR_IO, "cannot list %s: %s", rd->checkpoints, strerror(errno));
-    char **names = NULL;
-    size_t count = 0, cap = 0;
+    char **names;
+    size_t count;
+    SC_TRY(host_run_dir_list_numbered(rd->checkpoints, &names, &count));
     sc_status st = SC_OK;
-    for (struct dirent *e; st == SC_OK && (e = readdir(d));) {
-        if (!is_numbered(e->d_name))
-            continue;
-        if (count == cap) {
-            cap = cap ? 2 * cap : 16;
-            char **grown = realloc(names, cap * sizeof *names);
-            if (!grown) {
-                st = sc_error_set(SC_ERR_NOMEM, "out of memory listing checkpoints");
-                break;
-            }
-            names = grown;
-        }
-        if (!(names[count] = strdup(e->d_name)))
-            st = sc_error_set(SC_ERR_NOMEM, "out of memory listing checkpoints");
-        else
-            count++;
+    for (size_t i = 0; st == SC_OK && i + (size_t)keep < count; i++) {
+        char path[HOST_PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", rd->checkpoints, names[i]);
+        if (unlink(path) != 0)
+            st = sc_error_set(SC_ERR_IO, "cannot remove %s: %s", path, strerror(errno));
     }
-    closedir(d);
-    /* Zero-padded names sort oldest first. */
-    qsort(names, count, sizeof *names, compare_names);
-    for (size_t i = 0; i < count; i++) {
-        if (st == SC_OK && i + (size_t)keep < count) {
-            char path[HOST_PATH_MAX + 256];
-            snprintf(path, sizeof path, "%s/%s", rd->checkpoints, names[i]);
-            if (unlink(path) != 0)
-                st = sc_error_set(SC_ERR_IO, "cannot remove %s: %s", path, strerror(errno));
-        }
-        free(names[i]);
-    }
-    free(names);
+    free_names(names, count);
     return st;
 }
 

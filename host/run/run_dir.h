@@ -52,6 +52,11 @@ void host_run_dir_alias(const host_run_dir *rd, const char *alias, char *buf, si
  * rename). */
 sc_status host_run_dir_publish(const host_run_dir *rd, const char *ckpt, const char *alias);
 
+/* The numbered checkpoints in the folder `checkpoints` (RUN/checkpoints),
+ * oldest first: their names, in *names (the caller frees each and the
+ * array) of *count. */
+sc_status host_run_dir_list_numbered(const char *checkpoints, char ***names, size_t *count);
+
 /* Deletes all but the newest keep numbered checkpoints (aliases stay). */
 sc_status host_run_dir_prune(const host_run_dir *rd, int keep);
 

@@ -107,16 +107,20 @@ static sc_status add_hooks(host_session *s, const host_plugin_lib *lib, const sc
 
 static sc_status load_plugins(host_session *s, const host_config *cfg)
 {
-    SC_TRY(host_model_lib_open(cfg->model, &s->model));
-    SC_TRY(host_dataset_lib_open(cfg->dataset, &s->data));
+    if (cfg->model[0]) /* only a job (scorch-run) may go without */
+        SC_TRY(host_model_lib_open(cfg->model, &s->model));
+    if (cfg->dataset[0])
+        SC_TRY(host_dataset_lib_open(cfg->dataset, &s->data));
     for (int i = 0; i < cfg->hooks.n; i++)
         SC_TRY(host_hooks_lib_open(cfg->hooks.path[i], cfg->hooks.args[i], &s->hooks_libs[i]));
     SC_TRY(sc_args_parse(cfg->model_args, "model arg", &s->model_args));
     SC_TRY(sc_args_parse(cfg->dataset_args, "dataset arg", &s->dataset_args));
     SC_TRY(host_hook_set_new(&s->hooks));
     SC_TRY(host_user_funcs_new(&s->funcs));
-    SC_TRY(add_hooks(s, &s->model.lib, s->model_args));
-    SC_TRY(add_hooks(s, &s->data.lib, s->dataset_args));
+    if (s->model.api)
+        SC_TRY(add_hooks(s, &s->model.lib, s->model_args));
+    if (s->data.api)
+        SC_TRY(add_hooks(s, &s->data.lib, s->dataset_args));
     for (int i = 0; i < cfg->hooks.n; i++)
         SC_TRY(add_hooks(s, &s->hooks_libs[i], s->hooks_libs[i].args));
     return SC_OK;
@@ -138,7 +142,7 @@ sc_status host_session_device_choice(const host_config *cfg, char *text, size_t 
                                    char *source, size_t source_size)
 {
     host_model_lib model = {0};
-    if (!cfg->device[0])
+    if (!cfg->device[0] && cfg->model[0])
         SC_TRY(host_model_lib_open(cfg->model, &model));
     device_choice(cfg, &model, text, text_size, source, source_size);
     if (model.lib.handle)
@@ -167,6 +171,7 @@ static sc_status allocate_device(host_session *s, const host_config *cfg, int lo
         host_gpu_inventory_probe(&gpus);
     /* scorch-train learns its default run directory later (host_device_set_holder). */
     const char *holder = cfg->run_dir[0]      ? cfg->run_dir
+                         : cfg->job[0]        ? "none (scorch-run)"
                          : cfg->checkpoint[0] ? "none (scorch-test)"
                                               : "not chosen yet";
     host_device_env env = {device_lock_dir(), holder, local_rank, &gpus};
@@ -190,7 +195,7 @@ static sc_status place_on_device(host_session *s, const host_config *cfg)
         return sc_error_set(SC_ERR_INVALID, "--precision %s needs a GPU; the CPU computes in fp32",
                             cfg->precision);
     sc_ctx_set_precision(s->ctx, precision);
-    return sc_params_to_device(s->params, dev);
+    return s->params ? sc_params_to_device(s->params, dev) : SC_OK;
 }
 
 /* The dataset and the network, made while sc_host() tells the plugins who
@@ -199,8 +204,13 @@ static sc_status open_and_create(host_session *s, const host_config *cfg)
 {
     sc_host_info host = host_plugin_host_info(s->devices.device.kind);
     const sc_host_info *outer = sc_host_set_info(&host);
-    sc_status st = open_data(s, cfg);
-    if (st == SC_OK)
+    sc_status st = SC_OK;
+    if (s->model.api && !s->data.api)
+        st = sc_error_set(SC_ERR_INVALID, "--model %s needs a --dataset: the network is built "
+                          "for its samples", cfg->model);
+    if (st == SC_OK && s->data.api)
+        st = open_data(s, cfg);
+    if (st == SC_OK && s->model.api)
         st = create_network(s, cfg);
     sc_host_set_info(outer);
     return st;

@@ -38,7 +38,9 @@ typedef struct host_session {
 /* Loads and creates everything from cfg, for the replica or MPI rank
  * `local_rank` on its node (which device it takes, device.h); on error,
  * what was opened is closed again and the message names the part that
- * failed. */
+ * failed. A job (scorch-run) may have no --model (then no network and no
+ * params: model.api NULL), or neither --model nor --dataset (data.api
+ * NULL too). */
 sc_status host_session_open(host_session *s, const host_config *cfg, int local_rank);
 
 /* The device a run asks for: --device, else the model's preferred_device

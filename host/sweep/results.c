@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/format.h"
+#include "scorch/csv.h"
 
 /* ---- results.csv ---- */
 
@@ -12,7 +12,7 @@
 static void csv_field(FILE *f, const char *s, const char *sep)
 {
     fputs(sep, f);
-    host_csv_field(f, s);
+    sc_csv_write_field(f, s);
 }
 
 static void csv_number(FILE *f, double v)

@@ -114,3 +114,18 @@ sc_status sc_csv_read_row(const sc_raw_input *raw, float *values, int64_t n)
     sc_status st = read_row(raw, values, n);
     return st == SC_OK || !raw->path ? st : sc_error_wrap(st, "%s", raw->path);
 }
+
+void sc_csv_write_field(FILE *f, const char *text)
+{
+    if (!strpbrk(text, ",\"\r\n")) {
+        fputs(text, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *text; text++) {
+        if (*text == '"')
+            fputc('"', f);
+        fputc(*text, f);
+    }
+    fputc('"', f);
+}

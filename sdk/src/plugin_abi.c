@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "scorch/hooks.h"
+#include "scorch/job.h"
 #include "scorch/user_funcs.h"
 #include "scorch_host/plugin.h"
 
@@ -50,6 +51,7 @@ static const struct {
     [SC_ABI_HOOK_ACTIONS] = {"hook actions",
                              {0, 0, 0, END_OF(sc_hook_actions, log_image),
                               END_OF(sc_hook_actions, log_image)}},
+    [SC_ABI_JOB] = {"job plugin", {0, 0, 0, 0, END_OF(sc_job_plugin, job_run)}},
 };
 
 size_t sc_abi_size(sc_abi_struct which, unsigned minor)
@@ -121,6 +123,8 @@ static const required_fn dataset_required[] = {
     REQUIRED(sc_dataset_plugin, dataset_getitem),
 };
 
+static const required_fn job_required[] = {REQUIRED(sc_job_plugin, job_run)};
+
 #define N_REQUIRED(a) (sizeof(a) / sizeof((a)[0]))
 
 static sc_status check_name(const char *name, const char *kind)
@@ -158,4 +162,11 @@ sc_status sc_dataset_plugin_check(const sc_dataset_plugin *api)
     SC_TRY(check_name(api->name, "dataset"));
     return check_required(api, dataset_required, N_REQUIRED(dataset_required), "dataset",
                           api->name);
+}
+
+sc_status sc_job_plugin_check(const sc_job_plugin *api)
+{
+    SC_TRY(sc_abi_check(&api->abi, SC_ABI_JOB));
+    SC_TRY(check_name(api->name, "job"));
+    return check_required(api, job_required, N_REQUIRED(job_required), "job", api->name);
 }

@@ -170,6 +170,41 @@ run_result run_joined(const char *const *head, const char *const *extra)
     return run_program(argv, NULL);
 }
 
+int argv_append(const char **argv, int n, int max, const char *const *more)
+{
+    for (; more && *more && n < max - 1; more++)
+        argv[n++] = *more;
+    argv[n] = NULL;
+    return n;
+}
+
+char *find_on_path(const char *name, char *buf, size_t size)
+{
+    for (const char *dir = getenv("PATH"); dir && *dir;) {
+        size_t len = strcspn(dir, ":");
+        snprintf(buf, size, "%.*s/%s", (int)len, dir, name);
+        if (access(buf, X_OK) == 0)
+            return buf;
+        dir += len + (dir[len] == ':');
+    }
+    buf[0] = '\0';
+    return buf;
+}
+
+int mpirun_argv(const char **argv, int max, const char *mpirun, const char *np,
+                const char *const *env)
+{
+    int n = argv_append(argv, 0, max, (const char *const[]){
+        mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "--mca",
+        "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism", "none", "-x",
+        "OMP_NUM_THREADS=1", NULL});
+    for (; env && *env && n < max - 3; env++) {
+        argv[n++] = "-x";
+        argv[n++] = *env;
+    }
+    return argv_append(argv, n, max, (const char *const[]){"-np", np, NULL});
+}
+
 char *temp_dir(char *buf, size_t size)
 {
     snprintf(buf, size, "/tmp/scorch-it-XXXXXX");

@@ -42,6 +42,21 @@ const char *in_dir(const char *dir, const char *name);
  * or NULL), at most 127 arguments. */
 run_result run_joined(const char *const *head, const char *const *extra);
 
+/* argv[n..] = more (NULL-terminated, or NULL) and a NULL after it, at
+ * most max entries in all; the new n. */
+int argv_append(const char **argv, int n, int max, const char *const *more);
+
+/* The program `name` on PATH into buf, "" when it is not there; returns
+ * buf. */
+char *find_on_path(const char *name, char *buf, size_t size);
+
+/* argv = `mpirun` for np ranks on a small machine, as root or not, with
+ * no binding, the shared-memory transport and OMP_NUM_THREADS=1, `env`
+ * NAME=value pairs (NULL-terminated, or NULL) exported to every rank; n,
+ * where the program and its arguments go (argv_append). */
+int mpirun_argv(const char **argv, int max, const char *mpirun, const char *np,
+                const char *const *env);
+
 /* A fresh empty directory under /tmp; returns buf. */
 char *temp_dir(char *buf, size_t size);
 

@@ -29,21 +29,6 @@ static bool replicas_mode(void)
     return launch && strcmp(launch, "threads") == 0;
 }
 
-/* mpirun from PATH into buf; "" when absent. */
-static void find_mpirun(char *buf, size_t size)
-{
-    const char *path = getenv("PATH");
-    buf[0] = '\0';
-    for (const char *dir = path; dir && *dir;) {
-        size_t len = strcspn(dir, ":");
-        snprintf(buf, size, "%.*s/mpirun", (int)len, dir);
-        if (access(buf, X_OK) == 0)
-            return;
-        dir += len + (dir[len] == ':');
-    }
-    buf[0] = '\0';
-}
-
 static bool gpu_mode(void)
 {
     const char *device = getenv("SCORCH_DIST_DEVICE");
@@ -57,7 +42,7 @@ static bins bin(void)
     build_path(p.mlp, PATH, "plugins/mlp.so");
     build_path(p.synthetic, PATH, "plugins/synthetic.so");
     snprintf(p.hook, PATH, "%s", getenv("SCORCH_RANK_FAULT_HOOK"));
-    find_mpirun(p.mpirun, PATH);
+    find_on_path("mpirun", p.mpirun, PATH);
     if (!p.mpirun[0] && !replicas_mode())
         cr_skip_test("mpirun is not on PATH: these tests need Open MPI's (openmpi-bin)");
     if (gpu_mode() && sc_cuda_device_count() < 2)
@@ -75,25 +60,7 @@ static void only_under_mpirun(const char *why)
 
 static int append(const char **argv, int n, const char *const *more)
 {
-    for (; more && *more && n < MAX_ARGS - 1; more++)
-        argv[n++] = *more;
-    argv[n] = NULL;
-    return n;
-}
-
-/* mpirun for `np` ranks on a small machine, as root or not, with no
- * stdin; `env` are NAME=value pairs exported to every rank. */
-static int mpirun_args(const char **argv, const bins *p, const char *np, const char *const *env)
-{
-    int n = append(argv, 0, (const char *const[]){
-        p->mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "--mca",
-        "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism", "none", "-x",
-        "OMP_NUM_THREADS=1", NULL});
-    for (; env && *env && n < MAX_ARGS - 3; env++) {
-        argv[n++] = "-x";
-        argv[n++] = *env;
-    }
-    return append(argv, n, (const char *const[]){"-np", np, NULL});
+    return argv_append(argv, n, MAX_ARGS, more);
 }
 
 /* `program` as `np` ranks: under mpirun, or with np replicas (then `env`
@@ -103,7 +70,7 @@ static int rank_args(const char **argv, const bins *p, const char *program, cons
                      const char *const *env)
 {
     if (!replicas_mode())
-        return append(argv, mpirun_args(argv, p, np, env),
+        return append(argv, mpirun_argv(argv, MAX_ARGS, p->mpirun, np, env),
                       (const char *const[]){program, gpu_mode() ? "--device" : NULL,
                                             "distributed_dataparallel", NULL});
     for (; env && *env; env++) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expect.h"
 #include "harness.h"
 #include "scorch/serialize.h"
 
@@ -44,17 +45,6 @@ static run_result scorch_test(const char *checkpoint, const char *const *extra)
         argv[n++] = *extra;
     argv[n] = NULL;
     return run_program(argv, NULL);
-}
-
-static void expect_status(run_result *r, int status)
-{
-    cr_assert_eq(r->status, status, "exit %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out,
-                 r->err);
-}
-
-static void expect_in(const char *text, const char *part)
-{
-    cr_assert(text && strstr(text, part), "'%s' not in:\n%s", part, text);
 }
 
 #define EMA_DECAY "--ema-decay", "0.9", "--ema-warmup"

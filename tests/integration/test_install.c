@@ -114,7 +114,7 @@ Test(install, every_installed_program_starts_without_a_library_path)
     char work[DIR_LEN], program[PATH];
     install_into(temp_dir(work, sizeof work));
     const char *names[] = {"scorch-train", "scorch-test", "scorch-ctl", "scorch-plot",
-                           "scorch-export", "scorch-predict", "scorch-sweep"};
+                           "scorch-export", "scorch-predict", "scorch-sweep", "scorch-run"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         installed(program, work, "SCORCH_INSTALLED_BIN", names[i]);
         const char *argv[] = {program, "--help", NULL};

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expect.h"
 #include "harness.h"
 #include "base/jsonl.h"
 #include "run/run_dir.h"
@@ -40,17 +41,6 @@ static run_result train(const char *run_dir, const char *epochs, const char *con
 }
 
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
-
-static void expect_status(run_result *r, int status)
-{
-    cr_assert_eq(r->status, status, "exit %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out,
-                 r->err);
-}
-
-static void expect_in(const char *text, const char *part)
-{
-    cr_assert(text && strstr(text, part), "'%s' not in:\n%s", part, text);
-}
 
 /* A fresh run directory in dir holding a finished run of 1 epoch. */
 static void finished_run(char *dir)

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "expect.h"
 #include "harness.h"
 #include "in_process.h"
 #include "run/lr_find.h"
@@ -48,17 +49,6 @@ static run_result train(const char *run_dir, const char *epochs, const char *con
     const char *argv[MAX_ARGS];
     train_args(argv, run_dir, epochs, extra);
     return run_program(argv, NULL);
-}
-
-static void expect_status(const run_result *r, int status)
-{
-    cr_assert_eq(r->status, status, "exit %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out,
-                 r->err);
-}
-
-static void expect_in(const char *text, const char *part)
-{
-    cr_assert(text && strstr(text, part), "'%s' not in:\n%s", part, text);
 }
 
 static bool exists(const char *path) { return access(path, F_OK) == 0; }

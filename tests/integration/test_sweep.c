@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/device.h"
+#include "expect.h"
 #include "harness.h"
 #include "scorch/device.h"
 #include "sweep/plan.h"
@@ -43,17 +44,6 @@ TestSuite(sweep, .init = init, .timeout = 900);
 TestSuite(sweep_gpu, .init = init, .timeout = 900);
 
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
-
-static void expect_status(const run_result *r, int status)
-{
-    cr_assert_eq(r->status, status, "exit %d, not %d\nstdout:\n%s\nstderr:\n%s", r->status,
-                 status, r->out, r->err);
-}
-
-static void expect_in(const char *text, const char *part)
-{
-    cr_assert(text && strstr(text, part), "'%s' not in:\n%s", part, text);
-}
 
 /* dir/sweep.ini: the mlp on the synthetic data, `base` lines under
  * [train], and `space` under [space]. */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "expect.h"
 #include "harness.h"
 #include "observe/tfrecord.h"
 
@@ -29,12 +30,6 @@ static run_result train(const char *run_dir, const char *const *extra)
         argv[n++] = *extra;
     argv[n] = NULL;
     return run_program(argv, NULL);
-}
-
-static void expect_status(run_result *r, int status)
-{
-    cr_assert_eq(r->status, status, "exit %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out,
-                 r->err);
 }
 
 /* The names in RUN/tensorboard; returns how many (-1: no directory). */

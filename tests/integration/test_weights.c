@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/safetensors.h"
+#include "expect.h"
 #include "harness.h"
 #include "scorch/serialize.h"
 
@@ -57,17 +58,6 @@ static run_result scorch_test(const char *checkpoint, const char *const *extra)
     return run_joined(ARGS(built("host/scorch-test"), "--checkpoint", checkpoint, "--workers",
                            "0", "--quiet"),
                       extra);
-}
-
-static void expect_status(const run_result *r, int status)
-{
-    cr_assert_eq(r->status, status, "exit %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out,
-                 r->err);
-}
-
-static void expect_in(const char *text, const char *part)
-{
-    cr_assert(text && strstr(text, part), "'%s' not in:\n%s", part, text);
 }
 
 /* A run of `epochs` with the given extra options in DIR/run; its last

@@ -22,6 +22,7 @@
 #include <stddef.h>
 
 #include "scorch/export.h"
+#include "scorch/job.h"
 #include "scorch/plugin.h"
 
 #ifdef __cplusplus
@@ -52,6 +53,7 @@ typedef enum sc_abi_struct {
     SC_ABI_USER_FUNCS,    /* sc_user_func_table, since 1.1 */
     SC_ABI_HOOK_ARG_KEYS, /* sc_hook_arg_keys, since 1.2 */
     SC_ABI_HOOK_ACTIONS,  /* sc_hook_actions, the host's own; a header since 1.3 */
+    SC_ABI_JOB,           /* sc_job_plugin (scorch/job.h), since 1.4 */
     SC_ABI_STRUCT_COUNT
 } sc_abi_struct;
 
@@ -75,6 +77,7 @@ SC_API sc_status sc_abi_check(const sc_abi_header *abi, sc_abi_struct which);
  * file. */
 SC_API sc_status sc_model_plugin_check(const sc_model_plugin *api);
 SC_API sc_status sc_dataset_plugin_check(const sc_dataset_plugin *api);
+SC_API sc_status sc_job_plugin_check(const sc_job_plugin *api);
 
 /* Whether a plugin's struct holds `field`, one a later minor appended: its
  * abi.size reaches the field's end. Read an appended field only then. */

@@ -101,6 +101,9 @@ typedef enum sc_split {
 } sc_split;
 
 SC_API const char *sc_split_name(sc_split split); /* "train", "valid", "test" */
+/* The split a name names ("train", "valid", "test") into *out; another
+ * name is an error saying which are. */
+SC_API sc_status sc_split_parse(const char *name, sc_split *out);
 
 /* The dtype and shape of one sample's tensor, without the batch dimension. */
 typedef struct sc_tensor_spec {

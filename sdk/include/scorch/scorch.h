@@ -12,6 +12,7 @@
 #include "scorch/image.h"
 #include "scorch/infer.h"
 #include "scorch/init.h"
+#include "scorch/job.h"
 #include "scorch/metrics.h"
 #include "scorch/nn.h"
 #include "scorch/ops.h"

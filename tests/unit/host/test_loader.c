@@ -334,6 +334,28 @@ Test(loader, ranks_without_drop_last_cover_every_sample_once)
         cr_assert(hit[i], "sample %lld never seen", (long long)i);
 }
 
+/* A job's sharding: 3 ranks take whole batches of 10 in turn from 103
+ * samples in order (11 batches, the last of 3), each rank's batch k being
+ * the split's batch rank + 3k. */
+Test(loader, whole_batches_go_to_the_ranks_in_turn)
+{
+    toy d = toy_of(103);
+    host_loader_config c = valid_config(2);
+    c.whole_batches = true;
+    c.world = 3;
+    int64_t counts[3] = {40, 33, 30}; /* batches 0 3 6 9, 1 4 7 10 (short), 2 5 8 */
+    for (c.rank = 0; c.rank < 3; c.rank++) {
+        seen s;
+        run_once(&d, SC_SPLIT_VALID, &c, 1, &s);
+        cr_assert_eq(s.n, counts[c.rank], "rank %d: %lld samples", c.rank, (long long)s.n);
+        for (int64_t k = 0; k < s.n; k++) {
+            int64_t batch = c.rank + k / 10 * 3;
+            cr_assert_eq(s.samples[k], batch * 10 + k % 10, "rank %d, sample %lld", c.rank,
+                         (long long)k);
+        }
+    }
+}
+
 Test(loader, start_at_batch_k_resumes_the_same_epoch)
 {
     toy d = toy_of(103);

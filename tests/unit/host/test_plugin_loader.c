@@ -247,6 +247,8 @@ Test(abi_sizes, each_minor_requires_the_end_of_its_last_field)
                      minor >= 2 ? sizeof(sc_hook_arg_keys) : 0, "1.%u", minor);
         cr_expect_eq(sc_abi_size(SC_ABI_HOOK_ACTIONS, minor),
                      minor >= 3 ? sizeof(sc_hook_actions) : 0, "1.%u", minor);
+        cr_expect_eq(sc_abi_size(SC_ABI_JOB, minor), minor >= 4 ? sizeof(sc_job_plugin) : 0,
+                     "1.%u", minor);
     }
 }
 
@@ -280,6 +282,27 @@ Test(abi_sizes, a_struct_claiming_a_minor_before_it_existed_is_refused)
     sc_abi_header keys = {SC_ABI_MAGIC, SC_ABI_MAJOR, 1, sizeof(sc_hook_arg_keys)};
     cr_expect_eq(sc_abi_check(&keys, SC_ABI_HOOK_ARG_KEYS), SC_ERR_PLUGIN);
     assert_message_has("(it came with 1.2)");
+    sc_abi_header job = {SC_ABI_MAGIC, SC_ABI_MAJOR, 3, sizeof(sc_job_plugin)};
+    cr_expect_eq(sc_abi_check(&job, SC_ABI_JOB), SC_ERR_PLUGIN);
+    assert_message_has("job plugin claims plugin ABI 1.3, which has none (it came with 1.4)");
+}
+
+static sc_status job_run_stub(sc_job *job, const sc_args *args)
+{
+    (void)job, (void)args;
+    return SC_OK;
+}
+
+Test(abi_sizes, a_job_plugin_needs_its_name_and_job_run)
+{
+    sc_job_plugin job = {SC_ABI_HEADER(sc_job_plugin), "stub", NULL, job_run_stub};
+    cr_expect_eq(sc_job_plugin_check(&job), SC_OK, "%s", sc_error_message());
+    job.job_run = NULL;
+    cr_expect_eq(sc_job_plugin_check(&job), SC_ERR_PLUGIN);
+    assert_message_has("job plugin 'stub' leaves job_run NULL (required)");
+    job.name = "";
+    cr_expect_eq(sc_job_plugin_check(&job), SC_ERR_PLUGIN);
+    assert_message_has("job plugin leaves name empty (required)");
 }
 
 /* The model fixtures built for each minor (tests/fixtures/meson.build). */
