@@ -4,14 +4,18 @@
  * that fails, crashes or misses --collective-timeout ends the job with one
  * clear message; and the refusals of a job without what it needs.
  * SCORCH_DIST_LAUNCH says how the 2 ranks run: "mpirun" (skipped, saying
- * so, where mpirun is missing) or "threads" (--replicas 2). */
+ * so, where mpirun is missing) or "threads" (--replicas 2). The suite
+ * jobs_gpu (builds with a GPU backend, on 2 emulated or real GPUs):
+ * eval_checkpoints on 2 GPUs agrees with the CPU. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "expect.h"
 #include "harness.h"
+#include "scorch/device.h"
 
 enum { PATH = 4096, DIR_LEN = 64, MAX_ARGS = 64 };
 
@@ -27,6 +31,7 @@ static void init(void)
 }
 
 TestSuite(jobs, .init = init, .timeout = 300);
+TestSuite(jobs_gpu, .init = init, .timeout = 600);
 
 static bool replicas_mode(void)
 {
@@ -246,4 +251,54 @@ Test(jobs, refusals_name_what_is_missing)
     expect_status(&r, 2);
     expect_in(r.err, "missing --job");
     run_result_free(&r);
+}
+
+/* Row by row (checkpoint,epoch,step,loss,accuracy,best): the same
+ * checkpoints, epochs, steps, accuracy and best, the loss within 1e-4 (a
+ * GPU sums in another order). */
+static void expect_same_table(const char *cpu, const char *gpu)
+{
+    size_t header = strcspn(cpu, "\n");
+    cr_assert_eq(strncmp(cpu, gpu, header + 1), 0, "cpu:\n%s\ngpu:\n%s", cpu, gpu);
+    const char *a = cpu + header + 1, *b = gpu + header + 1;
+    for (; *a && *b; a = strchr(a, '\n') + 1, b = strchr(b, '\n') + 1) {
+        size_t path = strcspn(a, ",");
+        cr_assert_eq(strncmp(a, b, path + 1), 0, "cpu:\n%s\ngpu:\n%s", cpu, gpu);
+        for (int k = 1; k <= 4; k++)
+            cr_assert_leq(fabs(csv_number(a, k) - csv_number(b, k)), k == 3 ? 1e-4 : 0,
+                          "field %d, cpu:\n%s\ngpu:\n%s", k, cpu, gpu);
+        cr_assert_eq(strstr(a, ",yes\n") == strchr(a, '\n') - 4,
+                     strstr(b, ",yes\n") == strchr(b, '\n') - 4, "cpu:\n%s\ngpu:\n%s", cpu,
+                     gpu);
+    }
+    cr_assert(!*a && !*b, "cpu:\n%s\ngpu:\n%s", cpu, gpu);
+}
+
+Test(jobs_gpu, eval_checkpoints_on_two_gpus_agree_with_the_cpu)
+{
+    if (sc_cuda_device_count() < 2)
+        cr_skip_test("2 GPUs needed, %d found", sc_cuda_device_count());
+    use_own_gpu_locks();
+    char dir[DIR_LEN];
+    temp_dir(dir, sizeof dir);
+    train_three_epochs(dir);
+    char cpu_args[PATH], gpu_args[PATH];
+    snprintf(cpu_args, sizeof cpu_args, "out=%s/cpu.csv", dir);
+    snprintf(gpu_args, sizeof gpu_args, "out=%s/gpu.csv", dir);
+    const char *const job_file = built("plugins/eval_checkpoints.so");
+    run_result r = run_program(ARGS(run_bin, "--job", job_file, "--checkpoint",
+                                    in_dir(dir, "run"), "--device", "cpu", "--job-args",
+                                    cpu_args),
+                               NULL);
+    expect_status(&r, 0);
+    run_result_free(&r);
+    r = run_program(ARGS(run_bin, "--job", job_file, "--checkpoint", in_dir(dir, "run"),
+                         "--device", "parallel", "--job-args", gpu_args),
+                    NULL);
+    expect_status(&r, 0);
+    run_result_free(&r);
+    char *cpu = must_read(in_dir(dir, "cpu.csv")), *gpu = must_read(in_dir(dir, "gpu.csv"));
+    expect_same_table(cpu, gpu);
+    free(cpu);
+    free(gpu);
 }
