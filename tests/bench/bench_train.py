@@ -3,59 +3,91 @@
 data, batch size, optimizer and thread count, measured in one invocation and
 printed side by side (medians of several alternating runs, and their ratio).
 
-    tests/bench/bench_train.py --build build [--runs 5] [--steps 300]
+    tests/bench/bench_train.py --build build [--runs 3] [--steps N]
+        [--batches 32,128,512] [--models mlp,cnn,resnet] [--under-load]
     tests/bench/bench_train.py --build build --device cuda [--precision fp32|tf32|bf16]
         [--cuda-graphs auto|on|off] [--batches 128,512] [--models mlp,cnn,resnet]
     tests/bench/bench_train.py --build build [--device cuda] --time-to-acc 0.93
         [--max-epochs 15]
 
-Needs Debian's python3-torch (tools/install-deps --bench) and the
-dataset-fashion-mnist package; with --device cuda, a PyTorch that sees a GPU
-and a scorch built with the CUDA backend. Exits 77 (meson's "skipped") when
-either PyTorch or, for --device cuda, its GPU is missing.
+The references: the current PyTorch from PyPI, in the virtual environment
+that tools/install-deps --bench makes ($SCORCH_BENCH_VENV, default
+/opt/scorch-bench-venv), and on the CPU also Debian's python3-torch (1.13,
+/usr/bin/python3), which sees no GPU; --torch-python PYTHON, once or more,
+names other interpreters. The first reference is the one of the ratio and
+of --time-to-acc. Each PyTorch runs in child processes of its interpreter
+(this script with --torch-job), one per measurement, so that its peak
+memory is its own. Needs the dataset-fashion-mnist package; with --device
+cuda, a PyTorch that sees a GPU and a scorch built with the CUDA backend.
+Exits 77 (meson's "skipped") when a reference's PyTorch or, for --device
+cuda, its GPU is missing.
 
-Throughput (the default mode): one table row per model and batch size;
-"ratio" is scorch / PyTorch samples per second. The PyTorch twin of each
-model plugin has the same layers and initialisation, and the parameter
-counts of both (scorch's model summary, the twin's parameters and
-running statistics) are checked equal before anything is timed. PyTorch
-trains from the training set preloaded on the device, indexing a shuffled
-batch there, and is timed between torch.cuda.synchronize() calls after 20
-warm-up steps; on a GPU scorch's first epoch is a warm-up too (CUDA context,
-cuDNN plans, graph capture), so --steps are timed in the epochs after it.
-Precision: fp32 turns TF32 off in PyTorch, tf32 turns it on for matrix
-products and cuDNN, bf16 runs forward and loss under torch.autocast(bfloat16)
-(scorch: --precision of the same name); cudnn.benchmark is on, and the
-header line names the GPU.
+Throughput (the default mode): one table row per model and batch size
+(on the CPU 32, 128 and 512, to show how the cost grows with the batch;
+on a GPU 128 and 512): samples per second of scorch and of each
+PyTorch, "ratio" = scorch / the first PyTorch, and the peak resident
+memory (MB) of each process: scorch-train's max_rss_mb in metrics.jsonl,
+the PyTorch child's getrusage() maximum, both counting the framework,
+the data held in memory and the training. On the CPU every run times
+about the same number of samples at every batch size (MODELS'
+timed_samples / batch steps, the steps column) unless --steps fixes the
+steps; on a GPU --steps defaults to 2000. The PyTorch twin of each model
+plugin has the same layers and initialisation, and the parameter counts
+of both (scorch's model summary, each twin's parameters and running
+statistics) are checked equal before anything is timed. PyTorch trains
+from the training set preloaded on the device, indexing a shuffled batch
+there, and is timed between torch.cuda.synchronize() calls after warm-up
+steps (TORCH_WARMUP_STEPS); on a GPU scorch's first epoch is a warm-up
+too (CUDA context, cuDNN plans, graph capture), so the steps are timed in
+the epochs after it. Precision: fp32 turns TF32 off in PyTorch, tf32
+turns it on for matrix products and cuDNN, bf16 runs forward and loss
+under torch.autocast(bfloat16) (scorch: --precision of the same name);
+cudnn.benchmark is on, and the header line names the GPU. The 1-minute
+load average is printed before and after the table: other processes on
+the machine lower every figure, PyTorch's most.
+
+--under-load measures every row twice: idle, then with one competing
+CPU-bound process (BUSY_LOOP) that this script starts before the loaded
+runs of both frameworks and kills after them, on every way out (an
+error, Ctrl-C, SIGTERM, and its own death through PR_SET_PDEATHSIG). The
+loaded row's ratio is scorch / PyTorch under that load; the "of idle" row
+under it is each framework's loaded samples/s / its idle ones.
 
 GFLOP/s counts the convolutions' and linear layers' multiply-adds (2 FLOPs
 each) found by running the PyTorch twin once: training FLOPs per sample =
 3 x forward (forward, input gradient, weight gradient) - the first layer's
 input gradient, which neither framework computes. Batch norm, pooling,
-activations, the loss and the optimizer are left out. On the CPU the last
-column is the sgemm peak of the machine; on a GPU it is the share of
-scorch's training time spent waiting for its data loader.
+activations, the loss and the optimizer are left out. On the CPU the
+"sgemm peak" column is the sgemm peak of the machine; on a GPU that
+column is the share of scorch's training time spent waiting for its
+data loader.
 
 --time-to-acc T trains the cnn plugin (its default args) for --max-epochs
-with both frameworks: Adam, lr 1e-3, --lr-schedule cosine over all the
-epochs, --batch (128), no augmentation unless --tta-dataset-args asks for
-the fashion_mnist plugin's (crop_padding=2,hflip=true; PyTorch does the
-same on the device). It reports the first epoch whose test accuracy
-reaches T and the time to it: the sum over the epochs up to it of training
-plus one evaluation of 10,000 images (scorch: the train and valid records
-of metrics.jsonl; PyTorch: training plus the test split), next to the wall
-time of all the epochs (scorch-train's whole process; PyTorch's loop with
-loading the data). scorch-train tests only after its last epoch, so the
-test accuracy of each epoch comes from scorch-test on that epoch's
-checkpoint, afterwards and untimed. The speed-up printed is PyTorch's time
-/ scorch's. --models and --batches do not apply.
+with scorch and the first PyTorch: Adam, lr 1e-3, --lr-schedule cosine
+over all the epochs, --batch (128), no augmentation unless
+--tta-dataset-args asks for the fashion_mnist plugin's
+(crop_padding=2,hflip=true; PyTorch does the same on the device). It
+reports the first epoch whose test accuracy reaches T and the time to
+it: the sum over the epochs up to it of training plus one evaluation of
+10,000 images (scorch: the train and valid records of metrics.jsonl;
+PyTorch: training plus the test split), next to the wall time of all
+the epochs (scorch-train's whole process; PyTorch's loop with loading
+the data). scorch-train tests only after its last epoch, so the test
+accuracy of each epoch comes from scorch-test on that epoch's
+checkpoint, afterwards and untimed. The speed-up printed is PyTorch's
+time / scorch's. --models and --batches do not apply; --under-load is
+refused.
 """
 import argparse
+import contextlib
+import ctypes
 import gzip
 import json
 import math
 import os
 import re
+import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -66,12 +98,20 @@ from collections import namedtuple
 DATA = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530  # the fashion_mnist plugin's normalisation
 TRAIN_SAMPLES = 50000  # the plugin's train split: its default valid_size=10000 takes the rest
-TORCH_WARMUP_STEPS = 20
+# PyTorch steps run before the timed ones: on a GPU also cuDNN's autotuning.
+TORCH_WARMUP_STEPS = {"cpu": 5, "cuda": 20}
 # scorch-train epochs run before the timed ones: none on the CPU, where the
 # first steps cost little more than the rest; one on a GPU.
 SCORCH_WARMUP_EPOCHS = {"cpu": 0, "cuda": 1}
 # the fashion_mnist plugin's dataset args that the PyTorch side can mirror
 AUGMENTATION_ARGS = {"crop_padding", "hflip"}
+# The references' interpreters: the current PyTorch from PyPI, which
+# tools/install-deps --bench installs, and Debian's python3-torch.
+BENCH_VENV = os.environ.get("SCORCH_BENCH_VENV", "/opt/scorch-bench-venv")
+CURRENT_TORCH_PYTHON = os.path.join(BENCH_VENV, "bin", "python3")
+DEBIAN_TORCH_PYTHON = "/usr/bin/python3"
+# --under-load's competing process: one CPU-bound loop.
+BUSY_LOOP = [sys.executable, "-c", "while True: pass"]
 
 
 # ---- the PyTorch twins ----
@@ -146,12 +186,15 @@ def resnet_twin(nn, stem=32, channels=(32, 64, 128), blocks=2, se_reduction=0):
     return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, 10))
 
 
-# name -> scorch model plugin and args, and the PyTorch twin with the same layers
+# name -> scorch model plugin and args, the PyTorch twin with the same
+# layers, and the samples a CPU run times (a few seconds of scorch on 2 cores).
 MODELS = {
-    "mlp": {"plugin": "mlp.so", "args": "hidden=256:128", "twin": mlp_twin},
-    "cnn": {"plugin": "cnn.so", "args": "channels=32:64,hidden=128", "twin": cnn_twin},
+    "mlp": {"plugin": "mlp.so", "args": "hidden=256:128", "twin": mlp_twin,
+            "timed_samples": 38400},
+    "cnn": {"plugin": "cnn.so", "args": "channels=32:64,hidden=128", "twin": cnn_twin,
+            "timed_samples": 19200},
     "resnet": {"plugin": "resnet.so", "args": "stem=32,channels=32:64:128,blocks=2",
-               "twin": resnet_twin},
+               "twin": resnet_twin, "timed_samples": 3840},
 }
 
 
@@ -196,16 +239,18 @@ def twin_param_counts(torch, spec):
     return sum(p.numel() for p in net.parameters()), stats
 
 
-def check_param_counts(torch, build, names):
-    """Prints both frameworks' counts per model; exits 1 on a mismatch."""
+def check_param_counts(build, names, references):
+    """Prints scorch's counts and each reference twin's per model; exits 1 on
+    a mismatch."""
     ok = True
     for name in names:
-        spec = MODELS[name]
-        ours, twin = scorch_param_counts(build, spec), twin_param_counts(torch, spec)
-        verdict = "equal" if ours == twin else "DIFFERENT"
+        ours = scorch_param_counts(build, MODELS[name])
+        twins = [(ref.label, tuple(ref.counts[name][:2])) for ref in references]
         print(f"{name}: parameters + running statistics: scorch {ours[0]:,} + {ours[1]:,}, "
-              f"PyTorch twin {twin[0]:,} + {twin[1]:,}: {verdict}")
-        ok = ok and ours == twin
+              + ", ".join(f"PyTorch {label} twin {twin[0]:,} + {twin[1]:,}"
+                          for label, twin in twins)
+              + (": equal" if all(twin == ours for _, twin in twins) else ": DIFFERENT"))
+        ok = ok and all(twin == ours for _, twin in twins)
     if not ok:
         sys.exit("bench_train: a PyTorch twin does not match its scorch model")
 
@@ -236,12 +281,12 @@ def read_records(run_dir):
         return [r for r in map(json.loads, f) if "phase" in r]
 
 
-def scorch_rate(args, spec, batch):
-    """(samples/s, data-wait share) of --steps training steps after the warm-up
-    epochs; every epoch stops at --steps batches or the split's end."""
-    per_epoch = min(args.steps, TRAIN_SAMPLES // batch)
+def scorch_rate(args, spec, batch, steps):
+    """(samples/s, data-wait share, peak RSS MB) of `steps` training steps after
+    the warm-up epochs; every epoch stops at `steps` batches or the split's end."""
+    per_epoch = min(steps, TRAIN_SAMPLES // batch)
     warmup = SCORCH_WARMUP_EPOCHS[args.device]
-    epochs = warmup + math.ceil(args.steps / per_epoch)
+    epochs = warmup + math.ceil(steps / per_epoch)
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = os.path.join(tmp, "run")
         subprocess.run(scorch_train_command(args, spec, batch, run_dir, "--epochs", str(epochs),
@@ -249,12 +294,13 @@ def scorch_rate(args, spec, batch):
                                             "--max-valid-iterations", "1",
                                             "--max-test-iterations", "1"),
                        check=True, stdout=subprocess.DEVNULL)
-        timed = [r for r in read_records(run_dir) if r["phase"] == "train" and r["epoch"] > warmup]
+        records = read_records(run_dir)
+    timed = [r for r in records if r["phase"] == "train" and r["epoch"] > warmup]
     if not timed:
         raise RuntimeError("scorch-train wrote no train record")
     seconds = sum(r["time_s"] for r in timed)
     samples, wait = (sum(r[key] for r in timed) for key in ("samples", "data_wait_s"))
-    return samples / seconds, wait / seconds
+    return samples / seconds, wait / seconds, max(r["max_rss_mb"] for r in records)
 
 
 def scorch_test_accuracy(args, checkpoint):
@@ -299,22 +345,23 @@ def scorch_time_to_acc(args):
     return accuracy, seconds, wall
 
 
-# ---- PyTorch ----
+# ---- PyTorch, in the child processes ----
 
 def load_idx(torch, name, offset):
     with gzip.open(os.path.join(DATA, name)) as f:
-        return torch.frombuffer(bytearray(f.read()[offset:]), dtype=torch.uint8)
+        return torch.frombuffer(bytearray(f.read()), dtype=torch.uint8, offset=offset)
 
 
 def fashion_mnist(torch, split, device):
     """(normalised images [N, 1, 28, 28], labels [N]) on `device`: the plugin's
-    train split (the first 50,000 training images) or its test split."""
+    train split (the first 50,000 training images) or its test split. In
+    place, so that the peak memory holds one float copy of the images."""
     prefix = "train" if split == "train" else "t10k"
     images = load_idx(torch, f"{prefix}-images-idx3-ubyte.gz", 16).view(-1, 1, 28, 28)
     labels = load_idx(torch, f"{prefix}-labels-idx1-ubyte.gz", 8).long()
     if split == "train":
         images, labels = images[:TRAIN_SAMPLES], labels[:TRAIN_SAMPLES]
-    return ((images.float() / 255 - MEAN) / STD).to(device), labels.to(device)
+    return images.float().div_(255).sub_(MEAN).div_(STD).to(device), labels.to(device)
 
 
 def configure_torch(torch, args):
@@ -357,16 +404,17 @@ def new_twin(torch, spec, args):
     return net, torch.optim.Adam(net.parameters(), lr=1e-3)
 
 
-def torch_rate(torch, spec, args, batch):
+def torch_rate(torch, spec, args, batch, steps):
     """The loop a PyTorch user writes: index a shuffled batch of the data held
     on the device, train_step, batch accuracy summed on the device and read
-    once at the end. Samples/s of --steps steps after the warm-up ones."""
+    once at the end. Samples/s of `steps` steps after the warm-up ones."""
     x_all, labels = fashion_mnist(torch, "train", args.device)
     net, opt = new_twin(torch, spec, args)
     perm = torch.randperm(len(x_all), device=args.device)
     correct = torch.zeros((), dtype=torch.long, device=args.device)
-    for step in range(TORCH_WARMUP_STEPS + args.steps):
-        if step == TORCH_WARMUP_STEPS:
+    warmup = TORCH_WARMUP_STEPS[args.device]
+    for step in range(warmup + steps):
+        if step == warmup:
             synchronize(torch, args)
             start = time.perf_counter()
         idx = perm[(step * batch) % (len(perm) - batch):][:batch]
@@ -374,7 +422,7 @@ def torch_rate(torch, spec, args, batch):
         correct += (train_step(torch, net, opt, x, y, args).argmax(1) == y).sum()
     correct.item()
     synchronize(torch, args)
-    return args.steps * batch / (time.perf_counter() - start)
+    return steps * batch / (time.perf_counter() - start)
 
 
 def parse_plugin_args(text):
@@ -443,12 +491,9 @@ def torch_time_to_acc(torch, args):
     return accuracy, seconds, time.perf_counter() - start
 
 
-# ---- reports ----
-
-def sgemm_peak(build, threads):
-    out = subprocess.run([f"{build}/tests/bench/bench_sgemm", "1024", str(threads)],
-                         check=True, capture_output=True, text=True).stdout
-    return float(out)
+def peak_rss_mb():
+    """This process's peak resident memory, as scorch's max_rss_mb."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB
 
 
 def setup_line(torch, args):
@@ -461,6 +506,117 @@ def setup_line(torch, args):
             f"allow_tf32={torch.backends.cuda.matmul.allow_tf32}, {args.threads} threads")
 
 
+def probe_job(torch, args, job):
+    """The version, whether a GPU is seen, the setup line, and per model of
+    job["models"] the twin's (parameters, running statistics, training FLOPs
+    per sample)."""
+    gpu = torch.cuda.is_available()
+    models = {name: [*twin_param_counts(torch, MODELS[name]),
+                     train_flops_per_sample(torch, MODELS[name]["twin"](torch.nn))]
+              for name in job["models"]}
+    return {"version": torch.__version__, "gpu": gpu, "models": models,
+            "setup": setup_line(torch, args) if gpu or args.device == "cpu" else None}
+
+
+def rate_job(torch, args, job):
+    """torch_rate of job's model, batch and steps, and the process's peak RSS."""
+    rate = torch_rate(torch, MODELS[job["model"]], args, job["batch"], job["steps"])
+    return {"rate": rate, "rss_mb": peak_rss_mb()}
+
+
+TORCH_JOBS = {"probe": probe_job, "rate": rate_job,
+              "time_to_acc": lambda torch, args, job: torch_time_to_acc(torch, args)}
+
+
+def torch_job(job):
+    """The child's side of run_torch_job: runs `job` (its "kind", the parent's
+    options as "args") and prints its result as JSON; 77 without PyTorch."""
+    try:
+        import torch
+    except ImportError as e:
+        print(f"bench_train: {sys.executable} has no PyTorch ({e})", file=sys.stderr)
+        return 77
+    args = argparse.Namespace(**job["args"])
+    configure_torch(torch, args)
+    print(json.dumps(TORCH_JOBS[job["kind"]](torch, args, job)))
+    return 0
+
+
+# ---- the PyTorch processes, from the parent ----
+
+class Skipped(Exception):
+    """A reference PyTorch, or the GPU it should see, is missing."""
+
+
+# A reference PyTorch: its interpreter, version (label: without the local
+# "+cu132" part), the setup line, and per model the twin's [parameters,
+# running statistics, training FLOPs per sample].
+Reference = namedtuple("Reference", "python version label setup counts")
+
+
+def run_torch_job(python, job):
+    """Runs `job` in a child process of `python` (torch_job); its result."""
+    try:
+        child = subprocess.run([python, os.path.abspath(__file__), "--torch-job"],
+                               input=json.dumps(job), stdout=subprocess.PIPE, text=True)
+    except FileNotFoundError:
+        raise Skipped(f"no {python}: tools/install-deps --bench installs the current PyTorch "
+                      "there (SCORCH_BENCH_VENV chooses the folder)") from None
+    if child.returncode == 77:
+        raise Skipped(f"the PyTorch of {python} does not import (tools/install-deps --bench)")
+    if child.returncode:
+        raise subprocess.CalledProcessError(child.returncode,
+                                            f"{python} --torch-job ({job['kind']})")
+    return json.loads(child.stdout.splitlines()[-1])
+
+
+def probe(args, python, names):
+    """The Reference of the PyTorch in `python`, with `names`' twins."""
+    found = run_torch_job(python, {"kind": "probe", "args": vars(args), "models": names})
+    if args.device == "cuda" and not found["gpu"]:
+        raise Skipped(f"--device cuda: PyTorch {found['version']} ({python}) sees no CUDA GPU "
+                      "(torch.cuda.is_available() is False)")
+    return Reference(python, found["version"], found["version"].split("+")[0], found["setup"],
+                     found["models"])
+
+
+def torch_rate_of(ref, args, name, batch, steps):
+    """(samples/s, peak RSS MB) of one torch_rate run in a child of `ref`."""
+    found = run_torch_job(ref.python, {"kind": "rate", "args": vars(args), "model": name,
+                                       "batch": batch, "steps": steps})
+    return found["rate"], found["rss_mb"]
+
+
+# ---- load ----
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent():
+    """In a child before exec: SIGKILL it when its parent dies."""
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def competing_process():
+    """BUSY_LOOP runs while the block does; killed on every way out of it."""
+    busy = subprocess.Popen(BUSY_LOOP, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
+    try:
+        yield
+    finally:
+        busy.kill()
+        busy.wait()
+
+
+# ---- reports ----
+
+def sgemm_peak(build, threads):
+    out = subprocess.run([f"{build}/tests/bench/bench_sgemm", "1024", str(threads)],
+                         check=True, capture_output=True, text=True).stdout
+    return float(out)
+
+
 def last_column(args):
     """(title, formatter of a row's data-wait share): the sgemm peak on the
     CPU, scorch's data-wait share on a GPU."""
@@ -471,31 +627,75 @@ def last_column(args):
     return f"{'scorch data wait':>18}", lambda wait: f"{wait:18.1%}"
 
 
-def throughput(torch, args):
-    """The samples/s table: one row per model and batch size."""
-    names = args.models.split(",")
-    check_param_counts(torch, args.build, names)
-    title, last = last_column(args)
+# One table row's figures, per framework (scorch, then each reference): the
+# medians of samples/s and of peak RSS MB; and scorch's data-wait share.
+Measured = namedtuple("Measured", "rates rss wait")
+
+
+def measure(args, references, name, batch, steps):
+    """The Measured of --runs alternating runs of scorch and each reference."""
+    runs, waits = [], []
+    for _ in range(args.runs):
+        rate, wait, rss = scorch_rate(args, MODELS[name], batch, steps)
+        waits.append(wait)
+        runs.append([(rate, rss)] + [torch_rate_of(ref, args, name, batch, steps)
+                                     for ref in references])
+    per_framework = list(zip(*runs))
+    return Measured([statistics.median(rate for rate, _ in f) for f in per_framework],
+                    [statistics.median(rss for _, rss in f) for f in per_framework],
+                    statistics.median(waits))
+
+
+def print_header(args, references, last_title):
+    """The lines above the table: what runs, what the columns mean."""
     warmup = SCORCH_WARMUP_EPOCHS[args.device]
-    print(f"scorch vs PyTorch {torch.__version__}: training samples/s on Fashion-MNIST, "
-          f"{setup_line(torch, args)}, Adam, {args.steps} steps"
-          f"{f' after {warmup} warm-up epoch (scorch)' if warmup else ''}, "
-          f"median of {args.runs} alternating runs")
-    print(f"{'model':8}{'batch':>6}{'scorch':>10}{'pytorch':>10}{'ratio':>8}"
-          f"{'scorch GFLOP/s':>16}{title}")
+    print("scorch vs " + " and ".join(f"PyTorch {r.version} ({r.python})" for r in references)
+          + f": training on Fashion-MNIST, {references[0].setup}, Adam, "
+          + (f"{args.steps} steps" if args.steps else "the steps column's steps")
+          + f" after {TORCH_WARMUP_STEPS[args.device]} warm-up steps (PyTorch)"
+          + (f" and {warmup} warm-up epoch (scorch)" if warmup else "")
+          + f", median of {args.runs} alternating runs; load average {os.getloadavg()[0]:.2f}")
+    print(f"samples/s; ratio: scorch / PyTorch {references[0].label}; GFLOP/s: scorch's; "
+          "MB: each process's peak resident memory"
+          + (f"; loaded: with one competing process ({' '.join(BUSY_LOOP)!r}), "
+             "of idle: loaded / idle samples/s" if args.under_load else ""))
+    frameworks = ["scorch"] + [f"pt {r.label}" for r in references]
+    print(f"{'model':8}{'batch':>6}{'steps':>6}" + (f"{'load':>8}" if args.under_load else "")
+          + "".join(f"{f:>13}" for f in frameworks) + f"{'ratio':>8}{'GFLOP/s':>9}{last_title}"
+          + "".join(f"{'MB ' + f:>15}" for f in frameworks))
+
+
+def throughput_rows(args, references, name, batch, last):
+    """The row of `name` at `batch`; under load, the loaded and "of idle" rows too."""
+    steps = args.steps or math.ceil(MODELS[name]["timed_samples"] / batch)
+    flops = references[0].counts[name][2]
+
+    def row(load, m):
+        return (f"{name:8}{batch:6}{steps:6}" + (f"{load:>8}" if args.under_load else "")
+                + "".join(f"{rate:13.0f}" for rate in m.rates)
+                + f"{m.rates[0] / m.rates[1]:7.2f}x{m.rates[0] * flops / 1e9:9.1f}{last(m.wait)}"
+                + "".join(f"{rss:15.0f}" for rss in m.rss))
+
+    idle = measure(args, references, name, batch, steps)
+    print(row("idle", idle), flush=True)
+    if args.under_load:
+        with competing_process():
+            loaded = measure(args, references, name, batch, steps)
+        print(row("loaded", loaded))
+        print(f"{name:8}{batch:6}{steps:6}{'of idle':>8}"
+              + "".join(f"{b / a:12.2f}x" for a, b in zip(idle.rates, loaded.rates)), flush=True)
+
+
+def throughput(args, references):
+    """The samples/s table: rows per model and batch size (module docstring)."""
+    names = args.models.split(",")
+    check_param_counts(args.build, names, references)
+    title, last = last_column(args)
+    print_header(args, references, title)
     for name in names:
-        spec = MODELS[name]
-        flops = train_flops_per_sample(torch, spec["twin"](torch.nn))
         for batch in args.batches:
-            ours, waits, theirs = [], [], []
-            for _ in range(args.runs):
-                rate, wait = scorch_rate(args, spec, batch)
-                ours.append(rate)
-                waits.append(wait)
-                theirs.append(torch_rate(torch, spec, args, batch))
-            s, t = statistics.median(ours), statistics.median(theirs)
-            print(f"{name:8}{batch:6}{s:10.0f}{t:10.0f}{s / t:7.2f}x{s * flops / 1e9:16.1f}"
-                  f"{last(statistics.median(waits))}")
+            throughput_rows(args, references, name, batch, last)
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
 # One time-to-accuracy run: the first epoch at the target (None: never) and
@@ -532,12 +732,13 @@ def tta_row(name, runs, target):
     return f"{name:9}{epoch:>14}{seconds:14.1f} s{wall}{best_text:>22}", seconds
 
 
-def time_to_accuracy(torch, args):
+def time_to_accuracy(args, reference):
     """The time-to-accuracy report of the cnn plugin (module docstring)."""
-    check_param_counts(torch, args.build, ["cnn"])
+    check_param_counts(args.build, ["cnn"], [reference])
     augmentation = args.tta_dataset_args or "none"
-    print(f"scorch vs PyTorch {torch.__version__}: time to {args.time_to_acc} test accuracy, "
-          f"cnn ({MODELS['cnn']['args']}) on Fashion-MNIST, {setup_line(torch, args)}, "
+    print(f"scorch vs PyTorch {reference.version} ({reference.python}): time to "
+          f"{args.time_to_acc} test accuracy, "
+          f"cnn ({MODELS['cnn']['args']}) on Fashion-MNIST, {reference.setup}, "
           f"batch {args.batch}, Adam lr 1e-3, cosine schedule over {args.max_epochs} epochs, "
           f"augmentation {augmentation}, median of {args.runs} alternating runs")
     print(f"{'':9}{'epoch':>14}{'time to target':>16}{f'wall, {args.max_epochs} epochs':>18}"
@@ -545,7 +746,7 @@ def time_to_accuracy(torch, args):
     ours, theirs = [], []
     for _ in range(args.runs):
         ours.append(scorch_time_to_acc(args))
-        theirs.append(torch_time_to_acc(torch, args))
+        theirs.append(run_torch_job(reference.python, {"kind": "time_to_acc", "args": vars(args)}))
     row, s = tta_row("scorch", ours, args.time_to_acc)
     print(row)
     row, t = tta_row("pytorch", theirs, args.time_to_acc)
@@ -569,12 +770,19 @@ def parse_args():
                         help="GPU arithmetic of both frameworks (cuda only)")
     parser.add_argument("--cuda-graphs", choices=("auto", "on", "off"), default="auto",
                         help="scorch-train --cuda-graphs (cuda only)")
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--steps", type=int, help="timed steps (default: cpu 300, cuda 2000)")
-    parser.add_argument("--batch", type=int, default=128,
-                        help="the batch size on the cpu, and of --time-to-acc")
-    parser.add_argument("--batches", help="comma-separated batch sizes (default: cpu --batch, "
-                        "cuda 128,512)")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--steps", type=int, help="timed steps (default: cpu about the same "
+                        "samples at every batch size, the model's timed_samples / batch; "
+                        "cuda 2000)")
+    parser.add_argument("--batch", type=int, default=128, help="the batch size of --time-to-acc")
+    parser.add_argument("--batches", help="comma-separated batch sizes (default: cpu "
+                        "32,128,512, cuda 128,512)")
+    parser.add_argument("--torch-python", action="append", metavar="PYTHON",
+                        help="an interpreter whose PyTorch is a reference, once or more; the "
+                        f"first is the ratio's (default: cpu {CURRENT_TORCH_PYTHON} and "
+                        f"{DEBIAN_TORCH_PYTHON}, cuda the first)")
+    parser.add_argument("--under-load", action="store_true",
+                        help="every row also with one competing CPU-bound process")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--workers", type=int, help="scorch's data-loader threads "
                         "(default: cpu 1, cuda 4)")
@@ -599,29 +807,35 @@ def parse_args():
     if unknown:
         parser.error(f"--tta-dataset-args: the PyTorch side does not do "
                      f"{', '.join(sorted(unknown))} (only {', '.join(sorted(AUGMENTATION_ARGS))})")
-    args.steps = args.steps or (2000 if gpu else 300)
+    if args.under_load and args.time_to_acc is not None:
+        parser.error("--under-load applies to the throughput table, not --time-to-acc")
+    args.steps = args.steps or (2000 if gpu else None)
     args.workers = args.workers if args.workers is not None else (4 if gpu else 1)
-    batches = args.batches or ("128,512" if gpu else str(args.batch))
+    args.torch_python = args.torch_python or (
+        [CURRENT_TORCH_PYTHON] if gpu else [CURRENT_TORCH_PYTHON, DEBIAN_TORCH_PYTHON])
+    batches = args.batches or ("128,512" if gpu else "32,128,512")
     args.batches = [int(b) for b in batches.split(",")]
     return args
 
 
 def main():
+    if sys.argv[1:] == ["--torch-job"]:
+        return torch_job(json.load(sys.stdin))
     args = parse_args()
+    # SIGTERM (meson's timeout) unwinds like Ctrl-C: the competing process
+    # and the temporary run folders go too.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    tta = args.time_to_acc is not None
     try:
-        import torch
-    except ImportError:
-        print("bench_train: PyTorch is missing (tools/install-deps --bench)", file=sys.stderr)
+        references = [probe(args, python, ["cnn"] if tta else args.models.split(","))
+                      for python in args.torch_python[:1 if tta else None]]
+    except Skipped as e:
+        print(f"bench_train: {e}; skipped", file=sys.stderr)
         return 77  # meson's "skipped"
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print(f"bench_train: --device cuda: PyTorch {torch.__version__} sees no CUDA GPU "
-              "(torch.cuda.is_available() is False); skipped", file=sys.stderr)
-        return 77
-    configure_torch(torch, args)
-    if args.time_to_acc is not None:
-        time_to_accuracy(torch, args)
+    if tta:
+        time_to_accuracy(args, references[0])
     else:
-        throughput(torch, args)
+        throughput(args, references)
     return 0
 
 
