@@ -282,12 +282,23 @@ static fm_view draw_view(const fm_options *o, sc_rng *rng)
  * before normalisation. */
 static void write_view(const fm_index *ix, const uint8_t *src, fm_view v, float *x)
 {
-    for (int r = 0; r < SIDE; r++) {
+    const float *value = ix->pixel_value;
+    for (int r = 0; r < SIDE; r++, x += SIDE) {
         int from_r = r + v.dy;
-        for (int c = 0; c < SIDE; c++) {
-            int from_c = (v.flip ? SIDE - 1 - c : c) + v.dx;
-            bool inside = from_r >= 0 && from_r < SIDE && from_c >= 0 && from_c < SIDE;
-            x[r * SIDE + c] = ix->pixel_value[inside ? src[from_r * SIDE + from_c] : 0];
+        if (from_r < 0 || from_r >= SIDE) {
+            for (int c = 0; c < SIDE; c++)
+                x[c] = value[0];
+            continue;
+        }
+        const uint8_t *row = src + from_r * SIDE;
+        if (!v.flip && v.dx == 0) { /* the common case: the row as it is */
+            for (int c = 0; c < SIDE; c++)
+                x[c] = value[row[c]];
+        } else {
+            for (int c = 0; c < SIDE; c++) {
+                int from_c = (v.flip ? SIDE - 1 - c : c) + v.dx;
+                x[c] = value[from_c >= 0 && from_c < SIDE ? row[from_c] : 0];
+            }
         }
     }
 }

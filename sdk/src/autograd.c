@@ -67,20 +67,41 @@ static sc_tensor *grad_of(sc_ctx *ctx, sc_tensor *t)
     return t->grad;
 }
 
+/* Whether node's input i may get its gradient uninitialised, for kernel k
+ * to write (sc_kernel.writes_grads): k writes it, this is its first
+ * contribution, and no other input of node is the same tensor (whose
+ * contribution would then add to a buffer not yet written). */
+static bool grad_starts_here(const sc_node *node, const sc_kernel *k, int i)
+{
+    if (!(k->writes_grads >> i & 1u) || node->in[i]->grad)
+        return false;
+    for (int j = 0; j < node->n_inputs; j++)
+        if (j != i && node->in[j] == node->in[i])
+            return false;
+    return true;
+}
+
 static sc_status backward_node(sc_ctx *ctx, sc_node *node)
 {
-    sc_tensor *gin[SC_OP_MAX_INPUTS] = {0};
-    for (int i = 0; i < node->n_inputs; i++)
-        if (node->in[i]->flags & SC_TENSOR_REQUIRES_GRAD) {
-            gin[i] = grad_of(ctx, node->in[i]);
-            if (!gin[i])
-                return SC_ERR_NOMEM;
-        }
     const sc_kernel *k = sc_backend_kernel(ctx->device.kind, node->op);
     if (!k || !k->backward)
         return sc_error_set(SC_ERR_UNSUPPORTED, "op %s has no %s backward kernel",
                             sc_op_desc_get(node->op)->name,
                             sc_device_kind_name(ctx->device.kind));
+    sc_tensor *gin[SC_OP_MAX_INPUTS] = {0};
+    node->grad_fresh = 0;
+    for (int i = 0; i < node->n_inputs; i++) {
+        sc_tensor *t = node->in[i];
+        if (!(t->flags & SC_TENSOR_REQUIRES_GRAD))
+            continue;
+        if (grad_starts_here(node, k, i)) {
+            t->grad = sc_tensor_new(ctx, SC_F32, t->ndim, t->shape);
+            node->grad_fresh |= 1u << i;
+        }
+        gin[i] = grad_of(ctx, t);
+        if (!gin[i])
+            return SC_ERR_NOMEM;
+    }
     return k->backward(node, node->out->grad, gin);
 }
 

@@ -120,6 +120,7 @@ typedef struct sc_node {
     struct sc_node *prev; /* previous node on the tape */
     int64_t index;        /* position on the tape */
     const char *scope;    /* the layer scope it ran in ("" at top level) */
+    unsigned grad_fresh;  /* bit i: gin[i] is new and uninitialised (sc_kernel) */
 } sc_node;
 
 enum sc_op_flags {
@@ -141,12 +142,24 @@ typedef struct sc_op_desc {
 
 /* Forward fills node->out (and node->saved). Backward adds the gradient of
  * each input i into gin[i] (gin[i] is NULL when input i needs none); it
- * accumulates, never overwrites. */
+ * accumulates, never overwrites, except where writes_grads allows:
+ * for an input whose bit is set there, autograd hands backward the
+ * gradient's first contribution as an uninitialised buffer and sets the
+ * same bit of node->grad_fresh, and backward then writes every element
+ * of it. That saves zeroing the activations' gradients, a pass over
+ * memory as large as the activations. */
 typedef struct sc_kernel {
     sc_status (*forward)(sc_node *node);
     sc_status (*backward)(sc_node *node, const sc_tensor *gout,
                           sc_tensor *const *gin);
+    unsigned writes_grads;
 } sc_kernel;
+
+/* Whether backward must write gin[i] rather than add to it. */
+static inline bool sc_node_grad_fresh(const sc_node *node, int i)
+{
+    return node->grad_fresh >> i & 1u;
+}
 
 #define SC_OP_DESC_DECL(id, name) extern const sc_op_desc sc_op_desc_##name;
 SC_OP_LIST(SC_OP_DESC_DECL)

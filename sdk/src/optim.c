@@ -1,6 +1,7 @@
 #include "scorch_host/optim.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,20 @@
 /* Below this many elements a range is updated by one thread: waking the
  * OpenMP team costs more than the loop. */
 enum { OPTIM_PARALLEL_MIN = 32768, OPTIM_STATE_MAX = 3 };
+
+/* The element-wise updates are compiled twice, for AVX2 and for the
+ * generic x86-64 the build targets, and the loader picks one for the CPU
+ * (GCC's target_clones). AVX2 without FMA: 8-wide square roots and
+ * divisions, but the same operations in the same order as the generic
+ * code, so the same bits on every machine. */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define OPTIM_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef OPTIM_CLONES
+#define OPTIM_CLONES
+#endif
 
 /* One parameter's options (sc_optim_set_param). */
 typedef struct param_options {
@@ -274,23 +289,23 @@ sc_status sc_optim_set_param(sc_optim *opt, const sc_tensor *param, double lr_sc
 }
 
 /* p, g: [n]; d = g + wd * p; p -= lr * d */
+OPTIM_CLONES
 static void sgd_update(float *restrict p, const float *restrict g, int64_t n,
                        const sc_optim_scalars *s)
 {
     const float lr = s->lr, wd = s->weight_decay;
-#pragma omp parallel for simd schedule(static) if (n >= OPTIM_PARALLEL_MIN)
     for (int64_t i = 0; i < n; i++)
         p[i] -= lr * (g[i] + wd * p[i]);
 }
 
 /* p, g, buf: [n]; d = g + wd * p; buf = mu * buf + d;
  * p -= lr * (nesterov ? d + mu * buf : buf) */
+OPTIM_CLONES
 static void sgd_momentum_update(float *restrict p, const float *restrict g,
                                 float *restrict buf, int64_t n, const sc_optim_scalars *s)
 {
     const float lr = s->lr, wd = s->weight_decay, mu = s->momentum;
     const bool nesterov = s->nesterov;
-#pragma omp parallel for simd schedule(static) if (n >= OPTIM_PARALLEL_MIN)
     for (int64_t i = 0; i < n; i++) {
         float d = g[i] + wd * p[i];
         buf[i] = mu * buf[i] + d;
@@ -300,13 +315,13 @@ static void sgd_momentum_update(float *restrict p, const float *restrict g,
 
 /* p, g, m, v: [n]; d = g + l2 * p; m, v = moving averages of d, d^2;
  * p = p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps) */
+OPTIM_CLONES
 static void adam_update(float *restrict p, const float *restrict g, float *restrict m,
                         float *restrict v, int64_t n, const sc_optim_scalars *s)
 {
     const float b1 = s->beta1, b2 = s->beta2, eps = s->eps, l2 = s->l2;
     const float one_minus_b1 = s->one_minus_beta1, one_minus_b2 = s->one_minus_beta2;
     const float step_size = s->step_size, bc2_sqrt = s->bc2_sqrt, decay = s->decay;
-#pragma omp parallel for simd schedule(static) if (n >= OPTIM_PARALLEL_MIN)
     for (int64_t i = 0; i < n; i++) {
         float d = g[i] + l2 * p[i];
         m[i] = b1 * m[i] + one_minus_b1 * d;
@@ -319,13 +334,13 @@ static void adam_update(float *restrict p, const float *restrict g, float *restr
  * averages of d^2, d; avg = sqrt(ga ? sq - ga^2 : sq) + eps;
  * buf ? (buf = mu * buf + d / avg, p -= lr * buf) : p -= lr * d / avg.
  * The operations in torch.optim.RMSprop's order. */
+OPTIM_CLONES
 static void rmsprop_update(float *restrict p, const float *restrict g, float *restrict sq,
                            float *restrict buf, float *restrict ga, int64_t n,
                            const sc_optim_scalars *s)
 {
     const float lr = s->lr, l2 = s->l2, a = s->alpha, one_minus_a = s->one_minus_alpha;
     const float eps = s->eps, mu = s->momentum;
-#pragma omp parallel for simd schedule(static) if (n >= OPTIM_PARALLEL_MIN)
     for (int64_t i = 0; i < n; i++) {
         float d = g[i] + l2 * p[i];
         sq[i] = a * sq[i] + one_minus_a * d * d;
@@ -382,12 +397,12 @@ static void lamb_update(float *restrict p, const float *restrict g, float *restr
 
 /* p, g, m: [n]; c = beta1 * m + (1 - beta1) * g; p = p * decay - lr * sign(c);
  * m = beta2 * m + (1 - beta2) * g */
+OPTIM_CLONES
 static void lion_update(float *restrict p, const float *restrict g, float *restrict m,
                         int64_t n, const sc_optim_scalars *s)
 {
     const float lr = s->lr, decay = s->decay, b1 = s->beta1, b2 = s->beta2;
     const float one_minus_b1 = s->one_minus_beta1, one_minus_b2 = s->one_minus_beta2;
-#pragma omp parallel for simd schedule(static) if (n >= OPTIM_PARALLEL_MIN)
     for (int64_t i = 0; i < n; i++) {
         float c = b1 * m[i] + one_minus_b1 * g[i];
         p[i] = p[i] * decay - lr * (float)((c > 0.0f) - (c < 0.0f));
@@ -428,25 +443,52 @@ static sc_optim_scalars make_scalars(const sc_optim_config *c, double lr, double
 /* buf + off, or NULL for a state the rule does not keep. */
 static float *state_at(float *buf, int64_t off) { return buf ? buf + off : NULL; }
 
-/* p, g and the state are flat buffers; one range at a time. */
+/* The element-wise rules on [off, off + n) of the flat buffers. */
+static void elementwise_update(const sc_optim_update *u, const sc_optim_scalars *s, int64_t off,
+                               int64_t n)
+{
+    float *p = u->values + off;
+    const float *g = u->grads + off;
+    float *s0 = state_at(u->state[0], off), *s1 = state_at(u->state[1], off);
+    switch (u->rule) {
+    case SC_OPTIM_RULE_ADAM: adam_update(p, g, s0, s1, n, s); break;
+    case SC_OPTIM_RULE_SGD_MOMENTUM: sgd_momentum_update(p, g, s0, n, s); break;
+    case SC_OPTIM_RULE_SGD: sgd_update(p, g, n, s); break;
+    case SC_OPTIM_RULE_RMSPROP:
+        rmsprop_update(p, g, s0, s1, state_at(u->state[2], off), n, s);
+        break;
+    case SC_OPTIM_RULE_LION: lion_update(p, g, s0, n, s); break;
+    case SC_OPTIM_RULE_LAMB:
+    case SC_OPTIM_RULE_GUARD: break; /* not element-wise; the guard is GPU only */
+    }
+}
+
+/* Thread t of `threads`' share [lo, hi) of [0, n): equal runs of whole
+ * cache lines (16 floats), the last thread taking what is left. */
+static void thread_share(int64_t n, int64_t t, int64_t threads, int64_t *lo, int64_t *hi)
+{
+    int64_t share = (n / threads + 15) / 16 * 16;
+    *lo = t * share < n ? t * share : n;
+    *hi = t == threads - 1 || *lo + share > n ? n : *lo + share;
+}
+
+/* p, g and the state are flat buffers; one range at a time, each thread
+ * updating its share of it (whole cache lines of 16 floats). */
 static void cpu_update(const sc_optim_update *u)
 {
     for (int r = 0; r < u->n_ranges; r++) {
         const sc_optim_range *range = &u->ranges[r];
         int64_t off = range->offset, n = range->numel;
-        float *p = u->values + off;
-        const float *g = u->grads + off;
-        float *s0 = state_at(u->state[0], off), *s1 = state_at(u->state[1], off);
-        switch (u->rule) {
-        case SC_OPTIM_RULE_ADAM: adam_update(p, g, s0, s1, n, &range->s); break;
-        case SC_OPTIM_RULE_SGD_MOMENTUM: sgd_momentum_update(p, g, s0, n, &range->s); break;
-        case SC_OPTIM_RULE_SGD: sgd_update(p, g, n, &range->s); break;
-        case SC_OPTIM_RULE_RMSPROP:
-            rmsprop_update(p, g, s0, s1, state_at(u->state[2], off), n, &range->s);
-            break;
-        case SC_OPTIM_RULE_LAMB: lamb_update(p, g, s0, s1, n, &range->s); break;
-        case SC_OPTIM_RULE_LION: lion_update(p, g, s0, n, &range->s); break;
-        case SC_OPTIM_RULE_GUARD: break; /* GPU only */
+        if (u->rule == SC_OPTIM_RULE_LAMB) {
+            lamb_update(u->values + off, u->grads + off, u->state[0] + off, u->state[1] + off, n,
+                        &range->s);
+            continue;
+        }
+#pragma omp parallel if (n >= OPTIM_PARALLEL_MIN)
+        {
+            int64_t lo, hi;
+            thread_share(n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+            elementwise_update(u, &range->s, off + lo, hi - lo);
         }
     }
 }

@@ -166,6 +166,7 @@ typedef struct conv_job {
     float *y;                  /* forward */
     const float *gy;           /* backward: */
     float *gx;                 /* NULL when x needs no gradient */
+    bool gx_fresh;             /* gx is uninitialised: zeroed an image at a time */
     float *gw;                 /* per-slot partials (the gradient itself with one slot), or NULL */
     float *col;                /* per-slot col chunks */
     int slots;
@@ -264,6 +265,8 @@ static void conv_backward_image(const conv_job *j, int64_t n, int slot)
     const float *x = j->x + n * g->c * g->h * g->w, *gy = j->gy + n * g->oc * ohw;
     float *gx = j->gx ? j->gx + n * g->c * g->h * g->w : NULL;
     float *col = j->col + slot * col_floats(g);
+    if (gx && j->gx_fresh)
+        memset(gx, 0, (size_t)(g->c * g->h * g->w) * sizeof *gx);
     for (int64_t oy0 = 0; oy0 < g->oh; oy0 += g->rows) {
         int64_t rows = min64(g->rows, g->oh - oy0), cols = rows * g->ow, ld;
         if (j->gw) {
@@ -367,15 +370,17 @@ static sc_status conv2d_backward(sc_node *node, const sc_tensor *gy, sc_tensor *
     j.w = sc_tensor_f32(node->in[1]);
     j.gy = sc_tensor_f32(gy);
     j.gx = gin[0] ? sc_tensor_f32(gin[0]) : NULL;
+    j.gx_fresh = sc_node_grad_fresh(node, 0);
     if (gb)
         conv_bias_grad(&j.g, j.gy, gb);
     if (!j.gx && !gw)
         return SC_OK;
     if (j.g.winograd) {
         sc_wino_shape s = wino_shape_of(&j.g);
-        return sc_wino_backward(node->ctx, &s, j.x, j.w, j.gy, j.gx, gw);
+        return sc_wino_backward(node->ctx, &s, j.x, j.w, j.gy, j.gx, j.gx_fresh, gw);
     }
     return conv_backward_im2col(&j, node->ctx, gw);
 }
 
-const sc_kernel sc_cpu_kernel_conv2d = {conv2d_forward, conv2d_backward};
+const sc_kernel sc_cpu_kernel_conv2d = {.forward = conv2d_forward, .backward = conv2d_backward,
+                                        .writes_grads = 1u << 0};

@@ -30,9 +30,10 @@ typedef struct sc_wino_shape {
 sc_status sc_wino_forward(sc_ctx *ctx, const sc_wino_shape *s, const float *x,
                           const float *weight, const float *bias, float *y);
 
-/* For the loss sum(y gy): gx += its gradient for x, gw for weight; either
- * may be NULL. */
+/* For the loss sum(y gy): gx += its gradient for x (= when gx_fresh: gx
+ * is uninitialised), gw += its gradient for weight; either may be NULL. */
 sc_status sc_wino_backward(sc_ctx *ctx, const sc_wino_shape *s, const float *x,
-                           const float *weight, const float *gy, float *gx, float *gw);
+                           const float *weight, const float *gy, float *gx, bool gx_fresh,
+                           float *gw);
 
 #endif

@@ -208,6 +208,7 @@ typedef struct wino {
     int slots;
     const float *x, *u, *bias, *gy;
     float *y, *gx;
+    bool gx_fresh;  /* gx is uninitialised: each slot zeroes its images first */
     float *du;      /* per-slot [16, K, C] partials; NULL: no weight gradient */
     float *scratch; /* per slot: v [16, C, T], m [16, K, T], buf */
     int64_t scratch_floats;
@@ -413,6 +414,9 @@ static void backward_range(const void *arg, int slot, int64_t n0, int64_t n1)
     const sc_wino_shape *s = &w->s;
     float *v, *dm, *buf = slot_scratch(w, slot, &v, &dm);
     float *du = w->du ? w->du + slot * XI * s->k * s->c : NULL;
+    int64_t image = s->c * s->h * s->w;
+    if (w->gx && w->gx_fresh)
+        memset(w->gx + n0 * image, 0, (size_t)((n1 - n0) * image) * sizeof(float));
     for (int64_t r0 = n0 * w->th; r0 < n1 * w->th; r0 += w->rows) {
         int64_t nr = min64(w->rows, n1 * w->th - r0), t = nr * w->tw;
         output_grad_tiles(w, r0, nr, dm, buf);
@@ -465,13 +469,15 @@ sc_status sc_wino_forward(sc_ctx *ctx, const sc_wino_shape *s, const float *x,
 }
 
 sc_status sc_wino_backward(sc_ctx *ctx, const sc_wino_shape *s, const float *x,
-                           const float *weight, const float *gy, float *gx, float *gw)
+                           const float *weight, const float *gy, float *gx, bool gx_fresh,
+                           float *gw)
 {
     wino w;
     SC_TRY(wino_init(&w, ctx, s, gx ? weight : NULL));
     w.x = x;
     w.gy = gy;
     w.gx = gx;
+    w.gx_fresh = gx_fresh;
     int64_t du_floats = XI * s->k * s->c;
     if (gw) {
         w.du = sc_ctx_alloc(ctx, (size_t)((w.slots + 1) * du_floats) * sizeof(float));

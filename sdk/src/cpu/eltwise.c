@@ -302,10 +302,19 @@ static sc_status relu_backward(sc_node *node, const sc_tensor *gy, sc_tensor *co
     const float *x = sc_tensor_f32(node->in[0]), *g = sc_tensor_f32(gy);
     float *gx = sc_tensor_f32(gin[0]);
     int64_t n = gy->numel;
+    /* g[i] is loaded unconditionally, so that the loops vectorise */
+    if (sc_node_grad_fresh(node, 0)) {
 #pragma omp parallel for schedule(static) if (n > SC_CPU_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        const float gi = g[i]; /* loaded unconditionally: the loop vectorises */
-        gx[i] += x[i] > 0.0f ? gi : 0.0f;
+        for (int64_t i = 0; i < n; i++) {
+            const float gi = g[i];
+            gx[i] = x[i] > 0.0f ? gi : 0.0f;
+        }
+    } else {
+#pragma omp parallel for schedule(static) if (n > SC_CPU_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) {
+            const float gi = g[i];
+            gx[i] += x[i] > 0.0f ? gi : 0.0f;
+        }
     }
     return SC_OK;
 }
@@ -441,12 +450,13 @@ static sc_status dropout_backward(sc_node *node, const sc_tensor *gy, sc_tensor 
     return SC_OK;
 }
 
-const sc_kernel sc_cpu_kernel_add = {binary_forward, binary_backward};
-const sc_kernel sc_cpu_kernel_sub = {binary_forward, binary_backward};
-const sc_kernel sc_cpu_kernel_mul = {binary_forward, binary_backward};
-const sc_kernel sc_cpu_kernel_scale = {scale_forward, scale_backward};
-const sc_kernel sc_cpu_kernel_relu = {relu_forward, relu_backward};
-const sc_kernel sc_cpu_kernel_tanh = {tanh_forward, tanh_backward};
-const sc_kernel sc_cpu_kernel_sigmoid = {sigmoid_forward, sigmoid_backward};
-const sc_kernel sc_cpu_kernel_gelu = {gelu_forward, gelu_backward};
-const sc_kernel sc_cpu_kernel_dropout = {dropout_forward, dropout_backward};
+const sc_kernel sc_cpu_kernel_add = {.forward = binary_forward, .backward = binary_backward};
+const sc_kernel sc_cpu_kernel_sub = {.forward = binary_forward, .backward = binary_backward};
+const sc_kernel sc_cpu_kernel_mul = {.forward = binary_forward, .backward = binary_backward};
+const sc_kernel sc_cpu_kernel_scale = {.forward = scale_forward, .backward = scale_backward};
+const sc_kernel sc_cpu_kernel_relu = {.forward = relu_forward, .backward = relu_backward,
+                                      .writes_grads = 1u << 0};
+const sc_kernel sc_cpu_kernel_tanh = {.forward = tanh_forward, .backward = tanh_backward};
+const sc_kernel sc_cpu_kernel_sigmoid = {.forward = sigmoid_forward, .backward = sigmoid_backward};
+const sc_kernel sc_cpu_kernel_gelu = {.forward = gelu_forward, .backward = gelu_backward};
+const sc_kernel sc_cpu_kernel_dropout = {.forward = dropout_forward, .backward = dropout_backward};

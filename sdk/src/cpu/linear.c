@@ -56,7 +56,8 @@ static sc_status linear_forward(sc_node *node)
     return SC_OK;
 }
 
-/* gx [N, IN] += gy [N, OUT] w;  gw [OUT, IN] += gy^T x;  gb [OUT] += sum_n gy */
+/* gx [N, IN] += gy [N, OUT] w (= when gx is fresh);  gw [OUT, IN] += gy^T x;
+ * gb [OUT] += sum_n gy */
 static sc_status linear_backward(sc_node *node, const sc_tensor *gy,
                                  sc_tensor *const *gin)
 {
@@ -64,8 +65,9 @@ static sc_status linear_backward(sc_node *node, const sc_tensor *gy,
     int n = (int)x->shape[0], in = (int)x->shape[1], out = (int)w->shape[0];
     const float *g = sc_tensor_f32(gy);
     if (gin[0])
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f,
-                    g, out, sc_tensor_f32(w), in, 1.0f, sc_tensor_f32(gin[0]), in);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, g, out,
+                    sc_tensor_f32(w), in, sc_node_grad_fresh(node, 0) ? 0.0f : 1.0f,
+                    sc_tensor_f32(gin[0]), in);
     if (gin[1])
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f,
                     g, out, sc_tensor_f32(x), in, 1.0f, sc_tensor_f32(gin[1]), in);
@@ -78,5 +80,6 @@ static sc_status linear_backward(sc_node *node, const sc_tensor *gy,
     return SC_OK;
 }
 
-const sc_kernel sc_cpu_kernel_matmul = {matmul_forward, matmul_backward};
-const sc_kernel sc_cpu_kernel_linear = {linear_forward, linear_backward};
+const sc_kernel sc_cpu_kernel_matmul = {.forward = matmul_forward, .backward = matmul_backward};
+const sc_kernel sc_cpu_kernel_linear = {.forward = linear_forward, .backward = linear_backward,
+                                        .writes_grads = 1u << 0};

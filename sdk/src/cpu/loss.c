@@ -382,9 +382,11 @@ static sc_status mean_backward(sc_node *node, const sc_tensor *gl, sc_tensor *co
     return SC_OK;
 }
 
-const sc_kernel sc_cpu_kernel_softmax = {softmax_forward, softmax_backward};
-const sc_kernel sc_cpu_kernel_log_softmax = {log_softmax_forward, log_softmax_backward};
-const sc_kernel sc_cpu_kernel_cross_entropy = {cross_entropy_forward, cross_entropy_backward};
-const sc_kernel sc_cpu_kernel_mse = {mse_forward, mse_backward};
-const sc_kernel sc_cpu_kernel_sum = {sum_forward, sum_backward};
-const sc_kernel sc_cpu_kernel_mean = {mean_forward, mean_backward};
+const sc_kernel sc_cpu_kernel_softmax = {.forward = softmax_forward, .backward = softmax_backward};
+const sc_kernel sc_cpu_kernel_log_softmax = {.forward = log_softmax_forward,
+                                             .backward = log_softmax_backward};
+const sc_kernel sc_cpu_kernel_cross_entropy = {.forward = cross_entropy_forward,
+                                               .backward = cross_entropy_backward};
+const sc_kernel sc_cpu_kernel_mse = {.forward = mse_forward, .backward = mse_backward};
+const sc_kernel sc_cpu_kernel_sum = {.forward = sum_forward, .backward = sum_backward};
+const sc_kernel sc_cpu_kernel_mean = {.forward = mean_forward, .backward = mean_backward};

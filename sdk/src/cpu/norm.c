@@ -193,15 +193,22 @@ static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tens
     }
     if (!gx)
         return SC_OK;
+    bool fresh = sc_node_grad_fresh(node, 0);
 #pragma omp parallel for schedule(static) if (gy->numel > SC_CPU_PAR_MIN)
     for (int64_t row = 0; row < g.n * g.c; row++) {
         int64_t ch = row % g.c;
         float a = coef[3 * ch], c = coef[3 * ch + 1], d = coef[3 * ch + 2], mu = mean[ch];
         float *restrict gxr = gx + row * g.s;
         const float *restrict gr = gyd + row * g.s, *restrict xr = x + row * g.s;
+        if (fresh) {
 #pragma omp simd
-        for (int64_t k = 0; k < g.s; k++)
-            gxr[k] += a * gr[k] + c * (xr[k] - mu) + d;
+            for (int64_t k = 0; k < g.s; k++)
+                gxr[k] = a * gr[k] + c * (xr[k] - mu) + d;
+        } else {
+#pragma omp simd
+            for (int64_t k = 0; k < g.s; k++)
+                gxr[k] += a * gr[k] + c * (xr[k] - mu) + d;
+        }
     }
     return SC_OK;
 }
@@ -288,5 +295,8 @@ static sc_status layer_norm_backward(sc_node *node, const sc_tensor *gy, sc_tens
     return SC_OK;
 }
 
-const sc_kernel sc_cpu_kernel_batch_norm = {batch_norm_forward, batch_norm_backward};
-const sc_kernel sc_cpu_kernel_layer_norm = {layer_norm_forward, layer_norm_backward};
+const sc_kernel sc_cpu_kernel_batch_norm = {.forward = batch_norm_forward,
+                                            .backward = batch_norm_backward,
+                                            .writes_grads = 1u << 0};
+const sc_kernel sc_cpu_kernel_layer_norm = {.forward = layer_norm_forward,
+                                            .backward = layer_norm_backward};

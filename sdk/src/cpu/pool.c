@@ -3,6 +3,7 @@
  * results do not depend on the thread count. Max pooling saves the flat
  * index of each window's maximum (i32, within its plane) for backward. */
 #include <math.h>
+#include <string.h>
 
 #include "cpu.h"
 
@@ -150,7 +151,8 @@ static sc_status max_pool2d_forward(sc_node *node)
     return SC_OK;
 }
 
-/* gx [planes, H, W] at each window's max += gy [planes, OH, OW] */
+/* gx [planes, H, W] at each window's max += gy [planes, OH, OW]; a fresh
+ * gx is zeroed a plane at a time, while the plane is in cache. */
 static sc_status max_pool2d_backward(sc_node *node, const sc_tensor *gy,
                                      sc_tensor *const *gin)
 {
@@ -159,10 +161,14 @@ static sc_status max_pool2d_backward(sc_node *node, const sc_tensor *gy,
     const int32_t *arg = node->saved[0]->data;
     const float *gyd = sc_tensor_f32(gy);
     float *gx = sc_tensor_f32(gin[0]);
+    bool fresh = sc_node_grad_fresh(node, 0);
 #pragma omp parallel for schedule(static) if (g.planes * in > SC_CPU_PAR_MIN)
-    for (int64_t c = 0; c < g.planes; c++)
+    for (int64_t c = 0; c < g.planes; c++) {
+        if (fresh)
+            memset(gx + c * in, 0, (size_t)in * sizeof *gx);
         for (int64_t o = 0; o < out; o++)
             gx[c * in + arg[c * out + o]] += gyd[c * out + o];
+    }
     return SC_OK;
 }
 
@@ -215,7 +221,10 @@ static sc_status global_avg_pool_backward(sc_node *node, const sc_tensor *gy,
     return SC_OK;
 }
 
-const sc_kernel sc_cpu_kernel_max_pool2d = {max_pool2d_forward, max_pool2d_backward};
-const sc_kernel sc_cpu_kernel_avg_pool2d = {avg_pool2d_forward, avg_pool2d_backward};
-const sc_kernel sc_cpu_kernel_global_avg_pool = {global_avg_pool_forward,
-                                                 global_avg_pool_backward};
+const sc_kernel sc_cpu_kernel_max_pool2d = {.forward = max_pool2d_forward,
+                                            .backward = max_pool2d_backward,
+                                            .writes_grads = 1u << 0};
+const sc_kernel sc_cpu_kernel_avg_pool2d = {.forward = avg_pool2d_forward,
+                                            .backward = avg_pool2d_backward};
+const sc_kernel sc_cpu_kernel_global_avg_pool = {.forward = global_avg_pool_forward,
+                                                 .backward = global_avg_pool_backward};

@@ -7,12 +7,16 @@
 
 static sc_status reshape_forward(sc_node *node) { return SC_OK; }
 
-/* gx [numel] += gy [numel] */
+/* gx [numel] += gy [numel] (= when gx is fresh) */
 static sc_status reshape_backward(sc_node *node, const sc_tensor *gy, sc_tensor *const *gin)
 {
     const float *g = sc_tensor_f32(gy);
     float *gx = sc_tensor_f32(gin[0]);
     int64_t n = gy->numel;
+    if (sc_node_grad_fresh(node, 0)) {
+        memcpy(gx, g, (size_t)n * sizeof *gx);
+        return SC_OK;
+    }
 #pragma omp parallel for schedule(static) if (n > SC_CPU_PAR_MIN)
     for (int64_t i = 0; i < n; i++)
         gx[i] += g[i];
@@ -58,5 +62,6 @@ static sc_status concat_backward(sc_node *node, const sc_tensor *gy, sc_tensor *
     return SC_OK;
 }
 
-const sc_kernel sc_cpu_kernel_reshape = {reshape_forward, reshape_backward};
-const sc_kernel sc_cpu_kernel_concat = {concat_forward, concat_backward};
+const sc_kernel sc_cpu_kernel_reshape = {.forward = reshape_forward, .backward = reshape_backward,
+                                         .writes_grads = 1u << 0};
+const sc_kernel sc_cpu_kernel_concat = {.forward = concat_forward, .backward = concat_backward};

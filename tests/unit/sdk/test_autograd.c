@@ -1,7 +1,9 @@
 /* The eager tape: accumulation, shared parameters, the grad-ready signal,
- * grad mode, stable arena addresses across steps, and kernel coverage of
- * the op registry per backend. */
+ * grad mode, stable arena addresses across steps, gradients that kernels
+ * write instead of adding to, and kernel coverage of the op registry per
+ * backend. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,6 +12,7 @@
 #include "op_fixture.h"
 #include "op.h"
 #include "scorch/scorch.h"
+#include "scorch_host/params.h"
 
 
 static void setup(void)
@@ -207,6 +210,152 @@ Test(autograd, same_addresses_after_reset)
         cr_assert_eq(second[i], third[i], "address %d moved between steps 2 and 3", i);
     cr_assert_eq(sc_ctx_arena_used(ctx), 0);
     sc_tensor_free(target);
+}
+
+/* ---------------------------------------------------------------------
+ * Gradients written fresh (sc_kernel.writes_grads): the first consumer of
+ * a step tensor gets its gradient uninitialised and writes it. */
+
+typedef struct fresh_case {
+    const char *name;
+    sc_op_id op;
+    int ndim;
+    int64_t shape[4];                /* of the step tensor h */
+    sc_tensor *(*apply)(sc_tensor *h); /* op(h, the case's parameters) */
+} fresh_case;
+
+static sc_tensor *fresh_params[4];
+
+static sc_tensor *apply_relu(sc_tensor *h) { return sc_relu(ctx, h); }
+
+static sc_tensor *apply_linear(sc_tensor *h)
+{
+    return sc_linear(ctx, h, fresh_params[0], fresh_params[1]);
+}
+
+static sc_tensor *apply_batch_norm(sc_tensor *h)
+{
+    return sc_batch_norm(ctx, h, fresh_params[0], fresh_params[1], fresh_params[2],
+                         fresh_params[3], 0.1f, 1e-5f);
+}
+
+/* 2x2 windows over 5x5: the last row and column are in no window */
+static sc_tensor *apply_max_pool(sc_tensor *h)
+{
+    return sc_max_pool2d(ctx, h, &(sc_pool2d_opts){.kernel = {2, 2}});
+}
+
+static sc_tensor *apply_reshape(sc_tensor *h)
+{
+    return sc_reshape(ctx, h, 2, (int64_t[]){6, 4});
+}
+
+static sc_tensor *apply_conv_winograd(sc_tensor *h)
+{
+    return sc_conv2d(ctx, h, fresh_params[0], NULL, &(sc_conv2d_opts){.padding = {1, 1}});
+}
+
+static sc_tensor *apply_conv_im2col(sc_tensor *h)
+{
+    return sc_conv2d(ctx, h, fresh_params[0], fresh_params[1],
+                     &(sc_conv2d_opts){.stride = {2, 2}});
+}
+
+/* Parameter `k` of case i, named p<i>.<k>. */
+static sc_tensor *case_param(size_t i, int k, int ndim, const int64_t *shape)
+{
+    char name[16];
+    snprintf(name, sizeof name, "p%zu.%d", i, k);
+    return param(name, ndim, shape);
+}
+
+/* The parameters of case i besides h: fresh_params. */
+static void fresh_case_params(const fresh_case *c, size_t i)
+{
+    int64_t ch = c->shape[1], oc = ch == 8 ? 8 : 4;
+    switch (c->op) {
+    case SC_OP_LINEAR:
+        fresh_params[0] = case_param(i, 0, 2, (int64_t[]){3, c->shape[1]});
+        fresh_params[1] = case_param(i, 1, 1, (int64_t[]){3});
+        break;
+    case SC_OP_BATCH_NORM:
+        fresh_params[0] = case_param(i, 0, 1, &ch);
+        fresh_params[1] = case_param(i, 1, 1, &ch);
+        fresh_params[2] = sc_params_add_buffer(ps, "running_mean", 1, &ch);
+        fresh_params[3] = sc_params_add_buffer(ps, "running_var", 1, &ch);
+        cr_assert(fresh_params[2] && fresh_params[3], "%s", sc_error_message());
+        break;
+    case SC_OP_CONV2D:
+        fresh_params[0] = case_param(i, 0, 4, (int64_t[]){oc, ch, 3, 3});
+        fresh_params[1] = case_param(i, 1, 1, &oc);
+        break;
+    default: break;
+    }
+}
+
+/* w's gradient (into grad) for loss = sum over `consumers` applications of
+ * the case's op of sum(r * op(h)), h = w * 1 a step tensor, r fixed. The
+ * arena is filled with NaN first, so that an element a kernel leaves
+ * unwritten shows. */
+static void fresh_grad(const fresh_case *c, sc_tensor *w, int consumers, float *grad)
+{
+    sc_ctx_reset(ctx);
+    size_t poison = (size_t)1 << 20;
+    float *junk = sc_ctx_alloc(ctx, poison);
+    cr_assert_not_null(junk);
+    for (size_t i = 0; i < poison / sizeof *junk; i++)
+        junk[i] = NAN;
+    sc_ctx_reset(ctx);
+    sc_params_zero_grad(ps);
+    sc_tensor *h = sc_scale(ctx, w, 1.0f), *loss = NULL;
+    for (int k = 0; k < consumers; k++) {
+        sc_tensor *y = c->apply(h);
+        cr_assert_not_null(y, "%s: %s", c->name, sc_error_message());
+        sc_tensor *r = sc_tensor_new(ctx, SC_F32, y->ndim, y->shape);
+        for (int64_t i = 0; i < r->numel; i++)
+            sc_tensor_f32(r)[i] = (float)(i % 7) - 3.0f;
+        sc_tensor *term = sc_sum(ctx, sc_mul(ctx, y, r));
+        loss = loss ? sc_add(ctx, loss, term) : term;
+    }
+    backward_ok(loss);
+    memcpy(grad, w->grad->data, sc_tensor_nbytes(w->grad));
+}
+
+/* With one consumer the op writes h's gradient; with two, the later one
+ * writes it and the earlier adds to it: twice the first (to rounding:
+ * col2im adds several terms to each element, in another order then). */
+Test(autograd, kernels_write_fresh_gradients_whole)
+{
+    static const fresh_case cases[] = {
+        {"relu", SC_OP_RELU, 1, {37}, apply_relu},
+        {"linear", SC_OP_LINEAR, 2, {4, 6}, apply_linear},
+        {"batch_norm", SC_OP_BATCH_NORM, 4, {2, 3, 4, 4}, apply_batch_norm},
+        {"max_pool2d", SC_OP_MAX_POOL2D, 4, {2, 3, 5, 5}, apply_max_pool},
+        {"reshape", SC_OP_RESHAPE, 3, {2, 3, 4}, apply_reshape},
+        {"conv2d winograd", SC_OP_CONV2D, 4, {2, 8, 6, 6}, apply_conv_winograd},
+        {"conv2d im2col", SC_OP_CONV2D, 4, {2, 3, 7, 7}, apply_conv_im2col},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const fresh_case *c = &cases[i];
+        cr_assert(sc_backend_kernel(SC_DEVICE_CPU, c->op)->writes_grads & 1u,
+                  "%s no longer writes its input's gradient", c->name);
+        sc_tensor *w = case_param(i, -1, c->ndim, c->shape);
+        fresh_case_params(c, i);
+        float once[2 * 8 * 6 * 6], twice[2 * 8 * 6 * 6];
+        cr_assert_leq(w->numel, (int64_t)(sizeof once / sizeof once[0]));
+        fresh_grad(c, w, 1, once);
+        fresh_grad(c, w, 2, twice);
+        bool some = false;
+        for (int64_t k = 0; k < w->numel; k++) {
+            cr_assert(isfinite(once[k]), "%s: element %lld of h's gradient unwritten", c->name,
+                      (long long)k);
+            cr_assert_float_eq(twice[k], 2.0f * once[k], 1e-5f * (1.0f + fabsf(once[k])),
+                               "%s: element %lld: %.9g, twice %.9g", c->name, (long long)k,
+                               (double)once[k], (double)twice[k]);
+            some = some || once[k] != 0.0f;
+        }
+        cr_assert(some, "%s: h's gradient is all zero", c->name);
+    }
 }
 
 /* Prints which ops each backend has kernels for; the CPU must have all. */
