@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/cpu.h"
 #include "cuda_api.h"
 #include "device_impl.h"
 #include "optim_impl.h"
@@ -13,19 +14,6 @@
  * OpenMP team costs more than the loop. */
 enum { OPTIM_PARALLEL_MIN = 32768, OPTIM_STATE_MAX = 3 };
 
-/* The element-wise updates are compiled twice, for AVX2 and for the
- * generic x86-64 the build targets, and the loader picks one for the CPU
- * (GCC's target_clones). AVX2 without FMA: 8-wide square roots and
- * divisions, but the same operations in the same order as the generic
- * code, so the same bits on every machine. */
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define OPTIM_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
-#endif
-#ifndef OPTIM_CLONES
-#define OPTIM_CLONES
-#endif
 
 /* One parameter's options (sc_optim_set_param). */
 typedef struct param_options {
@@ -288,8 +276,11 @@ sc_status sc_optim_set_param(sc_optim *opt, const sc_tensor *param, double lr_sc
     return SC_OK;
 }
 
+/* The element-wise rules update one thread's share of a range each
+ * (cpu_update), 8 elements at a time where the CPU has AVX2 (cpu.h). */
+
 /* p, g: [n]; d = g + wd * p; p -= lr * d */
-OPTIM_CLONES
+SC_CPU_CLONES
 static void sgd_update(float *restrict p, const float *restrict g, int64_t n,
                        const sc_optim_scalars *s)
 {
@@ -300,7 +291,7 @@ static void sgd_update(float *restrict p, const float *restrict g, int64_t n,
 
 /* p, g, buf: [n]; d = g + wd * p; buf = mu * buf + d;
  * p -= lr * (nesterov ? d + mu * buf : buf) */
-OPTIM_CLONES
+SC_CPU_CLONES
 static void sgd_momentum_update(float *restrict p, const float *restrict g,
                                 float *restrict buf, int64_t n, const sc_optim_scalars *s)
 {
@@ -315,7 +306,7 @@ static void sgd_momentum_update(float *restrict p, const float *restrict g,
 
 /* p, g, m, v: [n]; d = g + l2 * p; m, v = moving averages of d, d^2;
  * p = p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps) */
-OPTIM_CLONES
+SC_CPU_CLONES
 static void adam_update(float *restrict p, const float *restrict g, float *restrict m,
                         float *restrict v, int64_t n, const sc_optim_scalars *s)
 {
@@ -334,7 +325,7 @@ static void adam_update(float *restrict p, const float *restrict g, float *restr
  * averages of d^2, d; avg = sqrt(ga ? sq - ga^2 : sq) + eps;
  * buf ? (buf = mu * buf + d / avg, p -= lr * buf) : p -= lr * d / avg.
  * The operations in torch.optim.RMSprop's order. */
-OPTIM_CLONES
+SC_CPU_CLONES
 static void rmsprop_update(float *restrict p, const float *restrict g, float *restrict sq,
                            float *restrict buf, float *restrict ga, int64_t n,
                            const sc_optim_scalars *s)
@@ -397,7 +388,7 @@ static void lamb_update(float *restrict p, const float *restrict g, float *restr
 
 /* p, g, m: [n]; c = beta1 * m + (1 - beta1) * g; p = p * decay - lr * sign(c);
  * m = beta2 * m + (1 - beta2) * g */
-OPTIM_CLONES
+SC_CPU_CLONES
 static void lion_update(float *restrict p, const float *restrict g, float *restrict m,
                         int64_t n, const sc_optim_scalars *s)
 {

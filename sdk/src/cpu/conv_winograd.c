@@ -117,8 +117,8 @@ static void weight_grad(const sc_wino_shape *s, const float *du, float *gw)
  * tiles are at [xi xs + tx]. */
 
 /* v = B^T d B for each patch d of the row. */
-static void input_row(const float *restrict e, const float *restrict o, int64_t ld, int64_t tw,
-                      float *restrict v, int64_t xs)
+ALWAYS_INLINE void input_row(const float *restrict e, const float *restrict o, int64_t ld,
+                             int64_t tw, float *restrict v, int64_t xs)
 {
 #pragma omp simd
     for (int64_t tx = 0; tx < tw; tx++) {
@@ -135,8 +135,9 @@ static void input_row(const float *restrict e, const float *restrict o, int64_t 
 /* e, o += B dv B^T for each patch of the row (the adjoint of input_row).
  * Neighbouring patches share a column pair, so the patches' columns go
  * through tmp [16, TW] and are added in two passes. */
-static void input_grad_row(const float *restrict dv, int64_t xs, int64_t tw, float *restrict e,
-                           float *restrict o, int64_t ld, float *restrict tmp)
+ALWAYS_INLINE void input_grad_row(const float *restrict dv, int64_t xs, int64_t tw,
+                                  float *restrict e, float *restrict o, int64_t ld,
+                                  float *restrict tmp)
 {
 #pragma omp simd
     for (int64_t tx = 0; tx < tw; tx++) {
@@ -164,8 +165,8 @@ static void input_grad_row(const float *restrict dv, int64_t xs, int64_t tw, flo
 
 /* The tile's 2x2 outputs y = A^T m A into even and odd columns of two
  * output rows, ye, yo [2, TW]. */
-static void output_row(const float *restrict m, int64_t xs, int64_t tw, float *restrict ye,
-                       float *restrict yo)
+ALWAYS_INLINE void output_row(const float *restrict m, int64_t xs, int64_t tw, float *restrict ye,
+                              float *restrict yo)
 {
 #pragma omp simd
     for (int64_t tx = 0; tx < tw; tx++) {
@@ -182,8 +183,8 @@ static void output_row(const float *restrict m, int64_t xs, int64_t tw, float *r
 
 /* dm = A g A^T for each tile g of two output rows held as even and odd
  * columns ge, go [2, TW] (the adjoint of output_row). */
-static void output_grad_row(const float *restrict ge, const float *restrict go, int64_t tw,
-                            float *restrict dm, int64_t xs)
+ALWAYS_INLINE void output_grad_row(const float *restrict ge, const float *restrict go, int64_t tw,
+                                   float *restrict dm, int64_t xs)
 {
 #pragma omp simd
     for (int64_t tx = 0; tx < tw; tx++) {
@@ -236,8 +237,8 @@ static segment next_segment(const wino *w, int64_t r0, int64_t nr, int64_t r)
 /* Input rows [iy0, iy0 + rows) of plane [H, W], padded (pw zeros on the
  * left, zeros wherever the input ends) and split into even and odd
  * columns e, o [rows, half]; row is scratch [2 half]. */
-static void split_rows(const wino *w, const float *plane, int64_t iy0, int64_t rows, float *e,
-                       float *o, float *row)
+ALWAYS_INLINE void split_rows(const wino *w, const float *plane, int64_t iy0, int64_t rows,
+                              float *e, float *o, float *row)
 {
     const sc_wino_shape *s = &w->s;
     int64_t len = 2 * w->half;
@@ -261,8 +262,8 @@ static void split_rows(const wino *w, const float *plane, int64_t iy0, int64_t r
 
 /* gx rows [iy0, iy0 + rows) of plane [H, W] += the padded rows held as
  * even and odd columns e, o [rows, half] (the adjoint of split_rows). */
-static void merge_rows(const wino *w, float *plane, int64_t iy0, int64_t rows, const float *e,
-                       const float *o, float *row)
+ALWAYS_INLINE void merge_rows(const wino *w, float *plane, int64_t iy0, int64_t rows,
+                              const float *e, const float *o, float *row)
 {
     const sc_wino_shape *s = &w->s;
     for (int64_t i = 0; i < rows; i++, e += w->half, o += w->half) {
@@ -280,6 +281,7 @@ static void merge_rows(const wino *w, float *plane, int64_t iy0, int64_t rows, c
 }
 
 /* v [16, C, T] = B^T d B for every patch d of the chunk. */
+SC_CPU_CLONES
 static void input_tiles(const wino *w, int64_t r0, int64_t nr, float *v, float *buf)
 {
     const sc_wino_shape *s = &w->s;
@@ -301,6 +303,7 @@ static void input_tiles(const wino *w, int64_t r0, int64_t nr, float *v, float *
 }
 
 /* gx += B dv B^T for every patch of the chunk. */
+SC_CPU_CLONES
 static void input_grad_tiles(const wino *w, int64_t r0, int64_t nr, const float *dv, float *buf)
 {
     const sc_wino_shape *s = &w->s;
@@ -324,6 +327,7 @@ static void input_grad_tiles(const wino *w, int64_t r0, int64_t nr, const float 
 }
 
 /* y = A^T m A (+ bias) for every tile of the chunk, cut to OH x OW. */
+SC_CPU_CLONES
 static void output_tiles(const wino *w, int64_t r0, int64_t nr, const float *m, float *buf)
 {
     const sc_wino_shape *s = &w->s;
@@ -352,6 +356,7 @@ static void output_tiles(const wino *w, int64_t r0, int64_t nr, const float *m, 
 
 /* dm [16, K, T] = A gy A^T for every tile of the chunk (gy zero beyond
  * OH x OW). */
+SC_CPU_CLONES
 static void output_grad_tiles(const wino *w, int64_t r0, int64_t nr, float *dm, float *buf)
 {
     const sc_wino_shape *s = &w->s;

@@ -15,6 +15,22 @@ enum { SC_CPU_PAR_MIN = 1 << 15 };
  * the loop to vectorise whatever the compiler's own judgement. */
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
+/* A function compiled twice, for AVX2 and for the generic x86-64 the
+ * build targets, the loader picking one for the CPU (GCC's
+ * target_clones): for loops of additions, multiplications, divisions and
+ * square roots, which AVX2 without FMA computes in the same order with
+ * the same rounding, 8 at a time, so the bits do not depend on the
+ * machine. The loops must be the function's own: OpenMP outlines a
+ * parallel region's body into a function without the attribute. */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define SC_CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef SC_CPU_CLONES
+#define SC_CPU_CLONES
+#endif
+
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
