@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "op.h"
 #include "scorch/init.h"
 
 /* ---- names, parameters and scopes ---- */
@@ -194,16 +195,18 @@ sc_status sc_nn_batch_norm_init(sc_nn_batch_norm *layer, sc_params *params,
     return SC_OK;
 }
 
-static sc_tensor *bn_apply(sc_ctx *ctx, const sc_nn_batch_norm *layer, sc_tensor *x)
+/* The layer on x, followed by a relu when `relu` (fused: op.h). */
+static sc_tensor *bn_apply(sc_ctx *ctx, const sc_nn_batch_norm *layer, sc_tensor *x, bool relu)
 {
-    return sc_batch_norm(ctx, x, layer->weight, layer->bias, layer->running_mean,
-                         layer->running_var, layer->momentum, layer->eps);
+    return (relu ? sc_batch_norm_relu : sc_batch_norm)(ctx, x, layer->weight, layer->bias,
+                                                       layer->running_mean, layer->running_var,
+                                                       layer->momentum, layer->eps);
 }
 
 sc_tensor *sc_nn_batch_norm_forward(sc_ctx *ctx, const sc_nn_batch_norm *layer, sc_tensor *x)
 {
     bool pushed = enter_scope(ctx, layer->name);
-    sc_tensor *y = bn_apply(ctx, layer, x); /* x's shape */
+    sc_tensor *y = bn_apply(ctx, layer, x, false); /* x's shape */
     leave_scope(ctx, pushed);
     return y;
 }
@@ -247,9 +250,7 @@ sc_tensor *sc_nn_conv_bn_forward(sc_ctx *ctx, const sc_nn_conv_bn *block, sc_ten
 {
     bool pushed = enter_scope(ctx, block->name);
     sc_tensor *y = conv_apply(ctx, &block->conv, x); /* [N, OUT, H', W'] */
-    y = bn_apply(ctx, &block->bn, y);
-    if (block->relu)
-        y = sc_relu(ctx, y);
+    y = bn_apply(ctx, &block->bn, y, block->relu);
     leave_scope(ctx, pushed);
     return y;
 }

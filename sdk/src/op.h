@@ -84,10 +84,11 @@ static inline int64_t sc_window_out(int64_t in, int kernel, int stride, int pad,
     return padded < span ? 0 : (padded - span) / stride + 1;
 }
 /* Inputs x, weight, bias, running_mean, running_var. training is the
- * context's mode when forward ran: it picks batch or running statistics. */
+ * context's mode when forward ran: it picks batch or running statistics.
+ * relu: the output is relu(batch norm) (sc_batch_norm_relu). */
 typedef struct sc_batch_norm_params {
     float momentum, eps;
-    bool training;
+    bool training, relu;
 } sc_batch_norm_params;
 /* Inputs x, then weight if has_weight, then bias if has_bias. */
 typedef struct sc_layer_norm_params {
@@ -176,6 +177,14 @@ const char *sc_device_kind_name(sc_device_kind kind);
  * tapes the node when grad mode is on and an input requires grad. */
 sc_tensor *sc_op_run(sc_ctx *ctx, sc_op_id op, int n_inputs,
                      sc_tensor *const *inputs, const sc_op_params *params);
+
+/* relu(sc_batch_norm(...)) as one op, the sc_nn blocks' batch norm and
+ * relu: the values and gradients of the two ops, bit for bit, with two
+ * passes over memory fewer each way (no separate relu output, and no
+ * gradient of the batch norm's output in between). */
+sc_tensor *sc_batch_norm_relu(sc_ctx *ctx, sc_tensor *x, sc_tensor *weight, sc_tensor *bias,
+                              sc_tensor *running_mean, sc_tensor *running_var, float momentum,
+                              float eps);
 
 /* concat along axis, as both backends walk it: the output is `outer` rows
  * (the product of the dimensions before the axis), each the inputs'

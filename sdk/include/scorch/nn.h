@@ -117,7 +117,9 @@ SC_API sc_tensor *sc_nn_layer_norm_forward(sc_ctx *ctx, const sc_nn_layer_norm *
 
 /* Convolution, batch norm and (optionally) relu: one layer of a CNN. The
  * convolution has no bias (batch norm's would cancel it): "<prefix>.conv.weight",
- * "<prefix>.bn.{weight,bias,running_mean,running_var}". One summary row. */
+ * "<prefix>.bn.{weight,bias,running_mean,running_var}". One summary row.
+ * The relu runs fused into the batch norm, with the same results as
+ * sc_relu after sc_batch_norm and fewer passes over memory. */
 typedef struct sc_nn_conv_bn {
     char name[SC_NN_NAME_MAX];
     sc_nn_conv2d conv;

@@ -31,6 +31,10 @@ enum { SC_CPU_PAR_MIN = 1 << 15 };
 #define SC_CPU_CLONES
 #endif
 
+/* max(x, 0), NaN staying NaN (as in PyTorch), so that a broken input
+ * shows up in the loss instead of vanishing. */
+ALWAYS_INLINE float sc_cpu_relu(float x) { return x < 0.0f ? 0.0f : x; }
+
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 

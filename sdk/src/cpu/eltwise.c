@@ -284,8 +284,7 @@ static sc_status scale_backward(sc_node *node, const sc_tensor *gy, sc_tensor *c
     return SC_OK;
 }
 
-/* y = max(x, 0); NaN stays NaN (as in PyTorch), so a broken input shows
- * up in the loss instead of vanishing. */
+/* y = max(x, 0) (sc_cpu_relu) */
 static sc_status relu_forward(sc_node *node)
 {
     const float *x = sc_tensor_f32(node->in[0]);
@@ -293,7 +292,7 @@ static sc_status relu_forward(sc_node *node)
     int64_t n = node->out->numel;
 #pragma omp parallel for schedule(static) if (n > SC_CPU_PAR_MIN)
     for (int64_t i = 0; i < n; i++)
-        y[i] = x[i] < 0.0f ? 0.0f : x[i];
+        y[i] = sc_cpu_relu(x[i]);
     return SC_OK;
 }
 

@@ -4,18 +4,29 @@
  * sums and then y; backward, the channel sums of g and g x and then gx.
  * Forward saves each channel's mean and 1 / sqrt(var + eps), from the
  * batch in training mode and from the running statistics in eval mode, so
- * that one backward serves both.
+ * that one backward serves both. With a relu fused in (sc_batch_norm_relu),
+ * forward applies it to each row while the row is in cache, and backward
+ * masks the output's gradient as it reads it.
  *
  * Layer norm runs its rows in parallel, and its weight and bias gradients
  * by blocks of columns. Each sum has one owner and a fixed order (vector
  * lanes within a row, then rows or blocks in order, in double): results do
  * not depend on the thread count. */
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "cpu.h"
 
 enum { COL_BLOCK = 256 };
+
+/* g_i, or 0 where the relu output z (when not NULL) is not positive: the
+ * gradient of a relu's input, found from its output as the relu kernel
+ * finds it from its input (NaN in, NaN out: no gradient either way). */
+ALWAYS_INLINE float through_relu(const float *restrict g, const float *restrict z, int64_t i)
+{
+    return !z || z[i] > 0.0f ? g[i] : 0.0f;
+}
 
 /* Over i < len: s[0] += sum (u_i - ku) w_i and s[1] += sum (u_i - ku) w_i
  * (v_i - kv), with w = 1 when NULL. Shifting by a value near the mean keeps
@@ -83,13 +94,19 @@ static bn_geom bn_geom_of(const sc_tensor *x)
 }
 
 /* s [C, 2] = per channel, over all its rows, the shifted sums of u (less
- * ku[ch], or 0 when ku is NULL) and of that times v less kv[ch]. */
-static sc_status bn_channel_sums(sc_ctx *ctx, bn_geom g, const float *u, const float *ku,
-                                 const float *v, const float *kv, double *s)
+ * ku[ch], or 0 when ku is NULL) and of that times v less kv[ch]; u taken
+ * through the relu output z unless z is NULL. Such a row of u is masked
+ * into per-thread scratch first and summed by the same loop as any other:
+ * the same bits as summing the relu's gradient, which that loop would
+ * not promise if it masked as it summed. */
+static sc_status bn_channel_sums(sc_ctx *ctx, bn_geom g, const float *u, const float *z,
+                                 const float *ku, const float *v, const float *kv, double *s)
 {
     int64_t blocks = (g.n + BLOCK - 1) / BLOCK;
     double *part = sc_ctx_alloc(ctx, (size_t)(blocks * g.c * 2) * sizeof *part);
-    if (!part)
+    float *masked = z ? sc_ctx_alloc(ctx, (size_t)(omp_get_max_threads() * g.s) * sizeof *masked)
+                      : NULL;
+    if (!part || (z && !masked))
         return SC_ERR_NOMEM;
     memset(part, 0, (size_t)(blocks * g.c * 2) * sizeof *part);
 #pragma omp parallel for schedule(static) if (g.n * g.c * g.s > SC_CPU_PAR_MIN)
@@ -97,7 +114,14 @@ static sc_status bn_channel_sums(sc_ctx *ctx, bn_geom g, const float *u, const f
         for (int64_t n = b * BLOCK; n < g.n && n < (b + 1) * BLOCK; n++)
             for (int64_t ch = 0; ch < g.c; ch++) {
                 int64_t at = (n * g.c + ch) * g.s;
-                shifted_sums(u + at, ku ? ku[ch] : 0.0f, v + at, kv[ch], NULL, g.s,
+                const float *row = u + at;
+                if (z) {
+                    float *own = masked + omp_get_thread_num() * g.s;
+                    for (int64_t k = 0; k < g.s; k++)
+                        own[k] = through_relu(row, z + at, k);
+                    row = own;
+                }
+                shifted_sums(row, ku ? ku[ch] : 0.0f, v + at, kv[ch], NULL, g.s,
                              part + (b * g.c + ch) * 2);
             }
     memset(s, 0, (size_t)(g.c * 2) * sizeof *s);
@@ -119,7 +143,7 @@ static sc_status bn_batch_stats(const sc_node *node, bn_geom g, float *mean, flo
         return SC_ERR_NOMEM;
     for (int64_t ch = 0; ch < g.c; ch++) /* shift by a value of the channel */
         mean[ch] = x[ch * g.s];
-    SC_TRY(bn_channel_sums(node->ctx, g, x, mean, x, mean, s));
+    SC_TRY(bn_channel_sums(node->ctx, g, x, NULL, mean, x, mean, s));
     for (int64_t ch = 0; ch < g.c; ch++) {
         double d = s[2 * ch] / m, mu = mean[ch] + d, var = fmax(s[2 * ch + 1] / m - d * d, 0.0);
         rm[ch] = (float)((1.0 - p->momentum) * rm[ch] + p->momentum * mu);
@@ -130,8 +154,9 @@ static sc_status bn_batch_stats(const sc_node *node, bn_geom g, float *mean, flo
     return SC_OK;
 }
 
-/* y = (x - mean) rstd weight + bias; saved[0] [2, C] holds mean and rstd
- * (the batch's in training mode, the running ones in eval mode). */
+/* y = (x - mean) rstd weight + bias, or relu of it; saved[0] [2, C] holds
+ * mean and rstd (the batch's in training mode, the running ones in eval
+ * mode). */
 static sc_status batch_norm_forward(sc_node *node)
 {
     const sc_batch_norm_params *p = &node->params.batch_norm;
@@ -155,7 +180,11 @@ static sc_status batch_norm_forward(sc_node *node)
 #pragma omp parallel for schedule(static) if (node->out->numel > SC_CPU_PAR_MIN)
     for (int64_t row = 0; row < g.n * g.c; row++) {
         int64_t ch = row % g.c;
-        affine_row(y + row * g.s, x + row * g.s, mean[ch], rstd[ch] * w[ch], b[ch], g.s);
+        float *yr = y + row * g.s;
+        affine_row(yr, x + row * g.s, mean[ch], rstd[ch] * w[ch], b[ch], g.s);
+        if (p->relu) /* while the row is in cache */
+            for (int64_t k = 0; k < g.s; k++)
+                yr[k] = sc_cpu_relu(yr[k]);
     }
     return SC_OK;
 }
@@ -164,7 +193,8 @@ static sc_status batch_norm_forward(sc_node *node)
  *   gbias += sum g;  gweight += sum g xh;
  *   gx += weight rstd (g - sum g / M - xh sum g xh / M)   (training)
  *   gx += weight rstd g                                    (eval: constant stats)
- * The gx terms per channel: gx += a g + c (x - mean) + d. */
+ * The gx terms per channel: gx += a g + c (x - mean) + d. With a relu, g
+ * is the output's gradient through it, found on the fly from the output. */
 static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tensor *const *gin)
 {
     bool training = node->params.batch_norm.training;
@@ -173,6 +203,7 @@ static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tens
     const float *x = sc_tensor_f32(node->in[0]), *w = sc_tensor_f32(node->in[1]),
                 *gyd = sc_tensor_f32(gy), *mean = sc_tensor_f32(node->saved[0]),
                 *rstd = mean + g.c;
+    const float *z = node->params.batch_norm.relu ? sc_tensor_f32(node->out) : NULL;
     float *gx = gin[0] ? sc_tensor_f32(gin[0]) : NULL;
     float *gw = gin[1] ? sc_tensor_f32(gin[1]) : NULL, *gb = gin[2] ? sc_tensor_f32(gin[2]) : NULL;
     double *s = sc_ctx_alloc(node->ctx, (size_t)(2 * g.c) * sizeof *s); /* sum g, sum g (x - mean) */
@@ -180,7 +211,7 @@ static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tens
     if (!s || !coef)
         return SC_ERR_NOMEM;
     if (gw || gb || (gx && training))
-        SC_TRY(bn_channel_sums(node->ctx, g, gyd, NULL, x, mean, s));
+        SC_TRY(bn_channel_sums(node->ctx, g, gyd, z, NULL, x, mean, s));
     for (int64_t ch = 0; ch < g.c; ch++) {
         double r = rstd[ch], sum_gxh = s[2 * ch + 1] * r, a = w[ch] * r;
         if (gb)
@@ -200,14 +231,15 @@ static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tens
         float a = coef[3 * ch], c = coef[3 * ch + 1], d = coef[3 * ch + 2], mu = mean[ch];
         float *restrict gxr = gx + row * g.s;
         const float *restrict gr = gyd + row * g.s, *restrict xr = x + row * g.s;
+        const float *restrict zr = z ? z + row * g.s : NULL;
         if (fresh) {
 #pragma omp simd
             for (int64_t k = 0; k < g.s; k++)
-                gxr[k] = a * gr[k] + c * (xr[k] - mu) + d;
+                gxr[k] = a * through_relu(gr, zr, k) + c * (xr[k] - mu) + d;
         } else {
 #pragma omp simd
             for (int64_t k = 0; k < g.s; k++)
-                gxr[k] += a * gr[k] + c * (xr[k] - mu) + d;
+                gxr[k] += a * through_relu(gr, zr, k) + c * (xr[k] - mu) + d;
         }
     }
     return SC_OK;

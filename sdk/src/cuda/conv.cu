@@ -416,4 +416,4 @@ static sc_status conv2d_backward(sc_node *node, const sc_tensor *gy, sc_tensor *
     return SC_OK;
 }
 
-extern "C" const sc_kernel sc_cuda_kernel_conv2d = {conv2d_forward, conv2d_backward};
+extern "C" const sc_kernel sc_cuda_kernel_conv2d = {conv2d_forward, conv2d_backward, 0};

@@ -173,7 +173,8 @@ sc_status sc_nvml_memory(int index, const cudaUUID_t *uuid, size_t *free_bytes,
 sc_status sc_cudnn_tensor_4d(cudnnTensorDescriptor_t *desc, cudnnDataType_t type, int64_t n,
                              int64_t c, int64_t h, int64_t w);
 
-/* The kernels of every op, defined in the .cu files with C linkage. */
+/* The kernels of every op, defined in the .cu files with C linkage. They
+ * add into every gradient (writes_grads 0). */
 #define SC_CUDA_KERNEL_DECL(id, name) extern const sc_kernel sc_cuda_kernel_##name;
 SC_OP_LIST(SC_CUDA_KERNEL_DECL)
 #undef SC_CUDA_KERNEL_DECL

@@ -18,4 +18,12 @@ static __device__ __forceinline__ float warp_sum(float v)
     return v;
 }
 
+/* y = max(x, 0); NaN stays NaN (as in PyTorch), so a broken input shows
+ * up in the loss instead of vanishing. A unary op's functor (eltwise.cu),
+ * also batch norm's fused relu (norm.cu). */
+struct relu_op {
+    __device__ float forward(float x) const { return x < 0.0f ? 0.0f : x; }
+    __device__ float backward(float x, float y, float g) const { return x > 0.0f ? g : 0.0f; }
+};
+
 #endif

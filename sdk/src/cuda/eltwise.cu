@@ -254,12 +254,7 @@ struct scale_op {
     __device__ float backward(float x, float y, float g) const { return factor * g; }
 };
 
-/* y = max(x, 0); NaN stays NaN (as in PyTorch), so a broken input shows
- * up in the loss instead of vanishing. */
-struct relu_op {
-    __device__ float forward(float x) const { return x < 0.0f ? 0.0f : x; }
-    __device__ float backward(float x, float y, float g) const { return x > 0.0f ? g : 0.0f; }
-};
+/* relu_op: device_math.cuh */
 
 /* y = tanh x; dy/dx = 1 - y^2, from the output */
 struct tanh_op {
@@ -397,17 +392,17 @@ static sc_status dropout_backward(sc_node *node, const sc_tensor *gy, sc_tensor 
     return SC_OK;
 }
 
-extern "C" const sc_kernel sc_cuda_kernel_add = {binary_forward, binary_backward};
-extern "C" const sc_kernel sc_cuda_kernel_sub = {binary_forward, binary_backward};
-extern "C" const sc_kernel sc_cuda_kernel_mul = {binary_forward, binary_backward};
+extern "C" const sc_kernel sc_cuda_kernel_add = {binary_forward, binary_backward, 0};
+extern "C" const sc_kernel sc_cuda_kernel_sub = {binary_forward, binary_backward, 0};
+extern "C" const sc_kernel sc_cuda_kernel_mul = {binary_forward, binary_backward, 0};
 extern "C" const sc_kernel sc_cuda_kernel_scale = {unary_forward<scale_op>,
-                                                   unary_backward<scale_op>};
+                                                   unary_backward<scale_op>, 0};
 extern "C" const sc_kernel sc_cuda_kernel_relu = {unary_forward<relu_op>,
-                                                  unary_backward<relu_op>};
+                                                  unary_backward<relu_op>, 0};
 extern "C" const sc_kernel sc_cuda_kernel_tanh = {unary_forward<tanh_op>,
-                                                  unary_backward<tanh_op>};
+                                                  unary_backward<tanh_op>, 0};
 extern "C" const sc_kernel sc_cuda_kernel_sigmoid = {unary_forward<sigmoid_op>,
-                                                     unary_backward<sigmoid_op>};
+                                                     unary_backward<sigmoid_op>, 0};
 extern "C" const sc_kernel sc_cuda_kernel_gelu = {unary_forward<gelu_op>,
-                                                  unary_backward<gelu_op>};
-extern "C" const sc_kernel sc_cuda_kernel_dropout = {dropout_forward, dropout_backward};
+                                                  unary_backward<gelu_op>, 0};
+extern "C" const sc_kernel sc_cuda_kernel_dropout = {dropout_forward, dropout_backward, 0};

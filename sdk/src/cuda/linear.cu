@@ -158,5 +158,5 @@ static sc_status linear_backward(sc_node *node, const sc_tensor *gy, sc_tensor *
     return SC_OK;
 }
 
-extern "C" const sc_kernel sc_cuda_kernel_matmul = {matmul_forward, matmul_backward};
-extern "C" const sc_kernel sc_cuda_kernel_linear = {linear_forward, linear_backward};
+extern "C" const sc_kernel sc_cuda_kernel_matmul = {matmul_forward, matmul_backward, 0};
+extern "C" const sc_kernel sc_cuda_kernel_linear = {linear_forward, linear_backward, 0};

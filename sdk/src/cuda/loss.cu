@@ -462,11 +462,11 @@ static sc_status mean_backward(sc_node *node, const sc_tensor *gl, sc_tensor *co
     return add_scalar(node, gl, gin[0], (float)gin[0]->numel);
 }
 
-extern "C" const sc_kernel sc_cuda_kernel_softmax = {rows_forward<false>, rows_backward<false>};
+extern "C" const sc_kernel sc_cuda_kernel_softmax = {rows_forward<false>, rows_backward<false>, 0};
 extern "C" const sc_kernel sc_cuda_kernel_log_softmax = {rows_forward<true>,
-                                                         rows_backward<true>};
+                                                         rows_backward<true>, 0};
 extern "C" const sc_kernel sc_cuda_kernel_cross_entropy = {cross_entropy_forward,
-                                                           cross_entropy_backward};
-extern "C" const sc_kernel sc_cuda_kernel_mse = {mse_forward, mse_backward};
-extern "C" const sc_kernel sc_cuda_kernel_sum = {sum_forward, sum_backward};
-extern "C" const sc_kernel sc_cuda_kernel_mean = {mean_forward, mean_backward};
+                                                           cross_entropy_backward, 0};
+extern "C" const sc_kernel sc_cuda_kernel_mse = {mse_forward, mse_backward, 0};
+extern "C" const sc_kernel sc_cuda_kernel_sum = {sum_forward, sum_backward, 0};
+extern "C" const sc_kernel sc_cuda_kernel_mean = {mean_forward, mean_backward, 0};

@@ -19,6 +19,9 @@
  * statistics being constants, by kernels of our own: gx += g w rstd,
  * gw += sum g xh, gb += sum g.
  *
+ * A fused relu (sc_batch_norm_relu) runs as a kernel of its own after
+ * forward, and before backward on the output's gradient.
+ *
  * Layer norm has kernels of its own. A warp per row computes the mean,
  * then the variance as the mean square about it, then y (three passes
  * over the row, the later ones mostly from cache), and backward the row's
@@ -137,6 +140,23 @@ static __global__ void bn_running_input_grad_kernel(const float *g, const float 
     }
 }
 
+/* y [n] = relu(y) in place: batch norm's fused relu */
+static __global__ void bn_relu_kernel(float *y, int64_t n)
+{
+    GRID_STRIDE(i, n) {
+        y[i] = relu_op{}.forward(y[i]);
+    }
+}
+
+/* gy [n] = the gradient of the relu's input, from its output z [n] and the
+ * output's gradient gz [n] (z > 0 exactly where the input is) */
+static __global__ void bn_relu_grad_kernel(const float *z, const float *gz, float *gy, int64_t n)
+{
+    GRID_STRIDE(i, n) {
+        gy[i] = relu_op{}.backward(z[i], z[i], gz[i]);
+    }
+}
+
 /* Training: y with the batch's statistics, saved into mean and rstd, and
  * the running statistics updated. */
 static sc_status bn_forward_batch(sc_node *node, const bn_descs *d)
@@ -203,7 +223,12 @@ static sc_status batch_norm_forward(sc_node *node)
     if (status == SC_OK)
         status = p->training ? bn_forward_batch(node, &d) : bn_forward_running(node, &d);
     bn_descs_free(&d);
-    return status;
+    if (status != SC_OK || !p->relu)
+        return status;
+    SC_LAUNCH(bn_relu_kernel, sc_cuda_blocks(node->out->numel), SC_CUDA_THREADS, 0,
+              sc_cuda_stream(node->ctx), sc_tensor_f32(node->out), node->out->numel);
+    SC_CUDA_LAUNCHED("bn_relu_kernel");
+    return SC_OK;
 }
 
 /* A gradient's data, or arena scratch of n floats where it is not wanted. */
@@ -261,11 +286,28 @@ static sc_status bn_backward_running(sc_node *node, const sc_tensor *gy, sc_tens
     return SC_OK;
 }
 
+/* *gy = the gradient of a fused relu's input, in arena scratch: what
+ * batch norm's backward then takes as its output's gradient. */
+static sc_status bn_relu_backward(sc_node *node, const sc_tensor *gz, const sc_tensor **gy)
+{
+    sc_tensor *g = sc_tensor_new(node->ctx, SC_F32, gz->ndim, gz->shape);
+    if (!g)
+        return SC_ERR_NOMEM;
+    SC_LAUNCH(bn_relu_grad_kernel, sc_cuda_blocks(g->numel), SC_CUDA_THREADS, 0,
+              sc_cuda_stream(node->ctx), sc_tensor_f32(node->out), sc_tensor_f32(gz),
+              sc_tensor_f32(g), g->numel);
+    SC_CUDA_LAUNCHED("bn_relu_grad_kernel");
+    *gy = g;
+    return SC_OK;
+}
+
 static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tensor *const *gin)
 {
     /* An empty x: gx is empty, and gw, gb add sums over no values. */
     if ((!gin[0] && !gin[1] && !gin[2]) || node->in[0]->numel == 0)
         return SC_OK;
+    if (node->params.batch_norm.relu)
+        SC_TRY(bn_relu_backward(node, gy, &gy));
     if (!node->params.batch_norm.training)
         return bn_backward_running(node, gy, gin);
     bn_descs d = {};
@@ -440,5 +482,5 @@ static sc_status layer_norm_backward(sc_node *node, const sc_tensor *gy, sc_tens
     return SC_OK;
 }
 
-extern "C" const sc_kernel sc_cuda_kernel_batch_norm = {batch_norm_forward, batch_norm_backward};
-extern "C" const sc_kernel sc_cuda_kernel_layer_norm = {layer_norm_forward, layer_norm_backward};
+extern "C" const sc_kernel sc_cuda_kernel_batch_norm = {batch_norm_forward, batch_norm_backward, 0};
+extern "C" const sc_kernel sc_cuda_kernel_layer_norm = {layer_norm_forward, layer_norm_backward, 0};

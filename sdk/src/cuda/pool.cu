@@ -168,7 +168,7 @@ static sc_status global_avg_pool_backward(sc_node *node, const sc_tensor *gy,
     return SC_OK;
 }
 
-extern "C" const sc_kernel sc_cuda_kernel_max_pool2d = {max_pool2d_forward, max_pool2d_backward};
-extern "C" const sc_kernel sc_cuda_kernel_avg_pool2d = {avg_pool2d_forward, avg_pool2d_backward};
+extern "C" const sc_kernel sc_cuda_kernel_max_pool2d = {max_pool2d_forward, max_pool2d_backward, 0};
+extern "C" const sc_kernel sc_cuda_kernel_avg_pool2d = {avg_pool2d_forward, avg_pool2d_backward, 0};
 extern "C" const sc_kernel sc_cuda_kernel_global_avg_pool = {global_avg_pool_forward,
-                                                             global_avg_pool_backward};
+                                                             global_avg_pool_backward, 0};

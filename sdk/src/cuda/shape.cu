@@ -80,5 +80,5 @@ static sc_status concat_backward(sc_node *node, const sc_tensor *gy, sc_tensor *
     return SC_OK;
 }
 
-extern "C" const sc_kernel sc_cuda_kernel_reshape = {reshape_forward, reshape_backward};
-extern "C" const sc_kernel sc_cuda_kernel_concat = {concat_forward, concat_backward};
+extern "C" const sc_kernel sc_cuda_kernel_reshape = {reshape_forward, reshape_backward, 0};
+extern "C" const sc_kernel sc_cuda_kernel_concat = {concat_forward, concat_backward, 0};

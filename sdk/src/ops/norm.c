@@ -58,10 +58,11 @@ static sc_status infer_layer_norm(const sc_node *node, sc_tensor *out)
 }
 
 /* Normalising is one multiply-add per element; batch statistics add a sum
- * and a sum of squares (3 more). */
+ * and a sum of squares (3 more), and a relu one. */
 static double flops_batch_norm(const sc_node *node)
 {
-    return (node->params.batch_norm.training ? 5.0 : 2.0) * (double)node->out->numel;
+    const sc_batch_norm_params *p = &node->params.batch_norm;
+    return ((p->training ? 5.0 : 2.0) + p->relu) * (double)node->out->numel;
 }
 
 /* Mean and variance (3 per element), normalising (2), then one each for
@@ -77,13 +78,27 @@ const sc_op_desc sc_op_desc_batch_norm = {"batch_norm", 5, 5, 0, infer_batch_nor
 const sc_op_desc sc_op_desc_layer_norm = {"layer_norm", 1, 3, 0, infer_layer_norm,
                                           flops_layer_norm};
 
+static sc_tensor *batch_norm(sc_ctx *ctx, sc_tensor *const in[5], float momentum, float eps,
+                             bool relu)
+{
+    sc_op_params params = {.batch_norm = {momentum, eps, sc_ctx_training(ctx), relu}};
+    return sc_op_run(ctx, SC_OP_BATCH_NORM, 5, in, &params);
+}
+
 sc_tensor *sc_batch_norm(sc_ctx *ctx, sc_tensor *x, sc_tensor *weight, sc_tensor *bias,
                          sc_tensor *running_mean, sc_tensor *running_var, float momentum,
                          float eps)
 {
-    sc_op_params params = {.batch_norm = {momentum, eps, sc_ctx_training(ctx)}};
-    return sc_op_run(ctx, SC_OP_BATCH_NORM, 5,
-                     (sc_tensor *[]){x, weight, bias, running_mean, running_var}, &params);
+    return batch_norm(ctx, (sc_tensor *[]){x, weight, bias, running_mean, running_var},
+                      momentum, eps, false);
+}
+
+sc_tensor *sc_batch_norm_relu(sc_ctx *ctx, sc_tensor *x, sc_tensor *weight, sc_tensor *bias,
+                              sc_tensor *running_mean, sc_tensor *running_var, float momentum,
+                              float eps)
+{
+    return batch_norm(ctx, (sc_tensor *[]){x, weight, bias, running_mean, running_var},
+                      momentum, eps, true);
 }
 
 sc_tensor *sc_layer_norm(sc_ctx *ctx, sc_tensor *x, sc_tensor *weight, sc_tensor *bias,

@@ -7,7 +7,8 @@
  * broadcasting against trailing shapes, columns and scalars, batch 1,
  * softmax rows of 1000, convolutions with stride, padding, dilation,
  * groups, depthwise and non-square kernels, with and without bias, padded
- * pooling, batch norm in training and eval mode on [N, C] and [N, C, H, W],
+ * pooling, batch norm in training and eval mode on [N, C] and [N, C, H, W]
+ * (and with its fused relu),
  * layer norm with and without weight and bias, concatenation on several
  * axes, reshape views with an op on the view (tensors are contiguous, so a
  * view is our non-contiguous case), cross-entropy with i64, i32 and u8
@@ -95,6 +96,7 @@ enum case_flags {
     SAME_OPERAND = 1u << 3,  /* binary ops: one tensor as both operands */
     FROZEN_TARGET = 1u << 4, /* mse, soft cross_entropy: the target requires no grad */
     ZERO_GRAD = 1u << 5,     /* the gradient is 0 by mathematics (one class) */
+    RELU = 1u << 6,          /* batch_norm: with the fused relu (sc_batch_norm_relu) */
 };
 
 typedef struct diff_case diff_case;
@@ -338,7 +340,8 @@ static sc_tensor *build_batch_norm(sc_ctx *ctx, const diff_case *c, case_inputs 
     sc_tensor *bias = input(in, "bias", &channels);
     sc_tensor *mean = input_in_range(in, "running_mean", &channels, -0.5f, 0.5f, BUFFER);
     sc_tensor *var = input_in_range(in, "running_var", &channels, 0.5f, 1.5f, BUFFER);
-    return sc_batch_norm(ctx, x, weight, bias, mean, var, bn_momentum, norm_eps);
+    return (c->flags & RELU ? sc_batch_norm_relu : sc_batch_norm)(ctx, x, weight, bias, mean, var,
+                                                                  bn_momentum, norm_eps);
 }
 
 /* x in[0] [..., D]; weight and bias [D] */
@@ -734,6 +737,10 @@ static const diff_case cases[] = {
          .in = {DIMS(7, 5)}, .flags = EVAL),
     CASE("batch_norm eval [3, 4, 5, 7]", BATCH_NORM, build_batch_norm, TOL_REDUCE,
          .in = {DIMS(3, 4, 5, 7)}, .flags = EVAL),
+    CASE("batch_norm + relu train [3, 4, 5, 7]", BATCH_NORM, build_batch_norm, TOL_REDUCE,
+         .in = {DIMS(3, 4, 5, 7)}, .flags = RELU),
+    CASE("batch_norm + relu eval [3, 4, 5, 7]", BATCH_NORM, build_batch_norm, TOL_REDUCE,
+         .in = {DIMS(3, 4, 5, 7)}, .flags = EVAL | RELU),
 
     CASE("layer_norm [7, 13] with weight and bias", LAYER_NORM, build_layer_norm, TOL_REDUCE,
          .in = {DIMS(7, 13)}),

@@ -1,5 +1,6 @@
 /* batch_norm and layer_norm: finite-difference gradient checks (train and
- * eval mode, [N, C] and [N, C, H, W]; with and without affine parameters),
+ * eval mode, [N, C] and [N, C, H, W]; with and without affine parameters;
+ * batch norm with its fused relu, which must equal the two ops bit for bit),
  * forward values and running statistics against PyTorch, train/eval
  * equivalence, stability far from zero, thread-count independence, and
  * error messages. */
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "gradcheck.h"
+#include "op.h"
 #include "op_fixture.h"
 #include "scorch/scorch.h"
 #include "scorch_host/context.h"
@@ -87,6 +89,91 @@ Test(norm, grad_batch_norm_eval)
     memcpy(in[4]->data, (float[]){0.5f, 2.0f}, 2 * sizeof(float));
     gradcheck_report rep;
     cr_assert(gradcheck_run(ctx, apply_batch_norm, NULL, 5, in, NULL, &rep), "%s", rep.message);
+}
+
+static sc_tensor *apply_batch_norm_relu(sc_ctx *c, sc_tensor *const *in, void *user)
+{
+    return sc_batch_norm_relu(c, in[0], in[1], in[2], in[3], in[4], momentum, eps);
+}
+
+/* x away from the relu's kink, which finite differences must not straddle:
+ * in each channel, pairs of values of opposite signs and sizes 0.5 to 2,
+ * so that the batch mean is 0 and with weight 1 and bias 0 no output is
+ * within 0.25 of 0, in training mode as in eval mode (the running
+ * statistics are 0 and 1). */
+Test(norm, grad_batch_norm_relu)
+{
+    for (int training = 0; training < 2; training++) {
+        sc_ctx_set_training(ctx, training);
+        sc_tensor *in[5] = {test_param(4, (int64_t[]){4, 2, 5, 7})};
+        bn_params(2, in + 1);
+        for (int64_t i = 0; i < in[0]->numel; i++) { /* i % 35: the position in the plane */
+            int64_t k = i / 70 * 35 + i % 35; /* the channel's k-th value */
+            sc_tensor_f32(in[0])[i] = (k % 2 ? 1.0f : -1.0f) * (0.5f + 0.5f * (float)(k / 2 % 4));
+        }
+        for (int ch = 0; ch < 2; ch++) {
+            sc_tensor_f32(in[1])[ch] = 1.0f;
+            sc_tensor_f32(in[2])[ch] = 0.0f;
+        }
+        gradcheck_report rep;
+        cr_assert(gradcheck_run(ctx, apply_batch_norm_relu, NULL, 5, in, NULL, &rep),
+                  "training %d: %s", training, rep.message);
+    }
+}
+
+/* One step of loss = sum(r * f(x)) into out: f's values, the gradients of
+ * x, weight and bias, and the running statistics after it; the running
+ * statistics are put back as they were. */
+static void bn_step(bool fused, sc_tensor *x, sc_tensor **bn, float *out)
+{
+    float running[2][4];
+    memcpy(running[0], bn[2]->data, sizeof running[0]);
+    memcpy(running[1], bn[3]->data, sizeof running[1]);
+    sc_params_zero_grad(ps);
+    sc_tensor *y = fused ? sc_batch_norm_relu(ctx, x, bn[0], bn[1], bn[2], bn[3], momentum, eps)
+                         : sc_relu(ctx, sc_batch_norm(ctx, x, bn[0], bn[1], bn[2], bn[3],
+                                                      momentum, eps));
+    cr_assert_not_null(y, "%s", sc_error_message());
+    sc_tensor *r = sc_tensor_new(ctx, SC_F32, y->ndim, y->shape);
+    for (int64_t i = 0; i < r->numel; i++)
+        sc_tensor_f32(r)[i] = (float)(i % 11) - 5.0f;
+    cr_assert_eq(sc_backward(ctx, sc_sum(ctx, sc_mul(ctx, y, r)), NULL, NULL), SC_OK, "%s",
+                 sc_error_message());
+    const sc_tensor *parts[] = {y, x->grad, bn[0]->grad, bn[1]->grad, bn[2], bn[3]};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        memcpy(out, parts[i]->data, sc_tensor_nbytes(parts[i]));
+        out += parts[i]->numel;
+    }
+    sc_ctx_reset(ctx);
+    memcpy(bn[2]->data, running[0], sizeof running[0]);
+    memcpy(bn[3]->data, running[1], sizeof running[1]);
+}
+
+/* The fused op is relu(batch_norm(x)) exactly: outputs, gradients and
+ * running statistics, in training and eval mode, over several threads. */
+Test(norm, batch_norm_relu_equals_the_two_ops)
+{
+    enum { N = 6, C = 4, S = 9 * 9, ALL = 2 * N * C * S + 4 * C };
+    sc_tensor *bn[4], *x = test_param(4, (int64_t[]){N, C, 9, 9});
+    bn_params(C, bn);
+    float *fused = malloc(ALL * sizeof *fused), *apart = malloc(ALL * sizeof *apart);
+    cr_assert(fused && apart);
+    for (int training = 0; training < 2; training++) {
+        sc_ctx_set_training(ctx, training);
+        bn_step(true, x, bn, fused);
+        bn_step(false, x, bn, apart);
+        int zeros = 0;
+        for (int i = 0; i < ALL; i++) {
+            cr_assert(memcmp(&fused[i], &apart[i], sizeof *fused) == 0,
+                      "training %d: value %d: fused %.9g, apart %.9g", training, i,
+                      (double)fused[i], (double)apart[i]);
+            zeros += i < N * C * S && fused[i] == 0.0f;
+        }
+        cr_assert(zeros > N * C * S / 4 && zeros < 3 * N * C * S / 4,
+                  "the relu cuts about half the outputs (%d of %d)", zeros, N * C * S);
+    }
+    free(fused);
+    free(apart);
 }
 
 /* PyTorch 1.13: BatchNorm2d(3, momentum=0.1, eps=1e-5) in training mode,
