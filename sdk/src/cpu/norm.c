@@ -6,7 +6,7 @@
  * batch in training mode and from the running statistics in eval mode, so
  * that one backward serves both. With a relu fused in (sc_batch_norm_relu),
  * forward applies it to each row while the row is in cache, and backward
- * masks the output's gradient as it reads it.
+ * masks each row of the output's gradient as it comes to it.
  *
  * Layer norm runs its rows in parallel, and its weight and bias gradients
  * by blocks of columns. Each sum has one owner and a fixed order (vector
@@ -20,12 +20,40 @@
 
 enum { COL_BLOCK = 256 };
 
-/* g_i, or 0 where the relu output z (when not NULL) is not positive: the
- * gradient of a relu's input, found from its output as the relu kernel
- * finds it from its input (NaN in, NaN out: no gradient either way). */
-ALWAYS_INLINE float through_relu(const float *restrict g, const float *restrict z, int64_t i)
+/* The row g [len] of a relu output's gradient taken through the relu, to
+ * its input, from the output z [len] (z > 0 exactly where the input is,
+ * NaN giving no gradient either way): into own [len], which it returns;
+ * g itself when z is NULL (no relu). Rows are masked into per-thread
+ * scratch, small enough to stay in cache, and then go through the same
+ * loops as unmasked rows: the same bits as the separate relu's gradient,
+ * which a reduction that masked as it summed would not promise. */
+static const float *through_relu(const float *restrict g, const float *restrict z, int64_t len,
+                                 float *restrict own)
 {
-    return !z || z[i] > 0.0f ? g[i] : 0.0f;
+    if (!z)
+        return g;
+#pragma omp simd
+    for (int64_t k = 0; k < len; k++) {
+        const float gk = g[k]; /* loaded unconditionally: the loop vectorises */
+        own[k] = z[k] > 0.0f ? gk : 0.0f;
+    }
+    return own;
+}
+
+/* Per-thread scratch rows of len floats for through_relu, from the step
+ * arena; NULL without a relu (z NULL) or on failure (*ok false). */
+static float *relu_rows(sc_ctx *ctx, const float *z, int64_t len, bool *ok)
+{
+    float *rows = z ? sc_ctx_alloc(ctx, (size_t)(omp_get_max_threads() * len) * sizeof *rows)
+                    : NULL;
+    *ok = !z || rows;
+    return rows;
+}
+
+/* The calling thread's row of relu_rows (NULL when they are). */
+static float *thread_row(float *rows, int64_t len)
+{
+    return rows ? rows + omp_get_thread_num() * len : NULL;
 }
 
 /* Over i < len: s[0] += sum (u_i - ku) w_i and s[1] += sum (u_i - ku) w_i
@@ -95,18 +123,15 @@ static bn_geom bn_geom_of(const sc_tensor *x)
 
 /* s [C, 2] = per channel, over all its rows, the shifted sums of u (less
  * ku[ch], or 0 when ku is NULL) and of that times v less kv[ch]; u taken
- * through the relu output z unless z is NULL. Such a row of u is masked
- * into per-thread scratch first and summed by the same loop as any other:
- * the same bits as summing the relu's gradient, which that loop would
- * not promise if it masked as it summed. */
+ * through the relu output z unless z is NULL. */
 static sc_status bn_channel_sums(sc_ctx *ctx, bn_geom g, const float *u, const float *z,
                                  const float *ku, const float *v, const float *kv, double *s)
 {
     int64_t blocks = (g.n + BLOCK - 1) / BLOCK;
     double *part = sc_ctx_alloc(ctx, (size_t)(blocks * g.c * 2) * sizeof *part);
-    float *masked = z ? sc_ctx_alloc(ctx, (size_t)(omp_get_max_threads() * g.s) * sizeof *masked)
-                      : NULL;
-    if (!part || (z && !masked))
+    bool ok;
+    float *own = relu_rows(ctx, z, g.s, &ok);
+    if (!part || !ok)
         return SC_ERR_NOMEM;
     memset(part, 0, (size_t)(blocks * g.c * 2) * sizeof *part);
 #pragma omp parallel for schedule(static) if (g.n * g.c * g.s > SC_CPU_PAR_MIN)
@@ -114,13 +139,8 @@ static sc_status bn_channel_sums(sc_ctx *ctx, bn_geom g, const float *u, const f
         for (int64_t n = b * BLOCK; n < g.n && n < (b + 1) * BLOCK; n++)
             for (int64_t ch = 0; ch < g.c; ch++) {
                 int64_t at = (n * g.c + ch) * g.s;
-                const float *row = u + at;
-                if (z) {
-                    float *own = masked + omp_get_thread_num() * g.s;
-                    for (int64_t k = 0; k < g.s; k++)
-                        own[k] = through_relu(row, z + at, k);
-                    row = own;
-                }
+                const float *row = through_relu(u + at, z ? z + at : NULL, g.s,
+                                                thread_row(own, g.s));
                 shifted_sums(row, ku ? ku[ch] : 0.0f, v + at, kv[ch], NULL, g.s,
                              part + (b * g.c + ch) * 2);
             }
@@ -208,7 +228,9 @@ static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tens
     float *gw = gin[1] ? sc_tensor_f32(gin[1]) : NULL, *gb = gin[2] ? sc_tensor_f32(gin[2]) : NULL;
     double *s = sc_ctx_alloc(node->ctx, (size_t)(2 * g.c) * sizeof *s); /* sum g, sum g (x - mean) */
     float *coef = sc_ctx_alloc(node->ctx, (size_t)(3 * g.c) * sizeof *coef); /* a, c, d */
-    if (!s || !coef)
+    bool ok;
+    float *own = relu_rows(node->ctx, gx ? z : NULL, g.s, &ok);
+    if (!s || !coef || !ok)
         return SC_ERR_NOMEM;
     if (gw || gb || (gx && training))
         SC_TRY(bn_channel_sums(node->ctx, g, gyd, z, NULL, x, mean, s));
@@ -230,16 +252,17 @@ static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tens
         int64_t ch = row % g.c;
         float a = coef[3 * ch], c = coef[3 * ch + 1], d = coef[3 * ch + 2], mu = mean[ch];
         float *restrict gxr = gx + row * g.s;
-        const float *restrict gr = gyd + row * g.s, *restrict xr = x + row * g.s;
-        const float *restrict zr = z ? z + row * g.s : NULL;
+        const float *restrict xr = x + row * g.s;
+        const float *restrict gr = through_relu(gyd + row * g.s, z ? z + row * g.s : NULL, g.s,
+                                                thread_row(own, g.s));
         if (fresh) {
 #pragma omp simd
             for (int64_t k = 0; k < g.s; k++)
-                gxr[k] = a * through_relu(gr, zr, k) + c * (xr[k] - mu) + d;
+                gxr[k] = a * gr[k] + c * (xr[k] - mu) + d;
         } else {
 #pragma omp simd
             for (int64_t k = 0; k < g.s; k++)
-                gxr[k] += a * through_relu(gr, zr, k) + c * (xr[k] - mu) + d;
+                gxr[k] += a * gr[k] + c * (xr[k] - mu) + d;
         }
     }
     return SC_OK;
