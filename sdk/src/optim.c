@@ -14,7 +14,6 @@
  * OpenMP team costs more than the loop. */
 enum { OPTIM_PARALLEL_MIN = 32768, OPTIM_STATE_MAX = 3 };
 
-
 /* One parameter's options (sc_optim_set_param). */
 typedef struct param_options {
     double lr_scale, weight_decay;
