@@ -180,8 +180,8 @@ sc_tensor *sc_op_run(sc_ctx *ctx, sc_op_id op, int n_inputs,
 
 /* relu(sc_batch_norm(...)) as one op, the sc_nn blocks' batch norm and
  * relu: the values and gradients of the two ops, bit for bit, with two
- * passes over memory fewer each way (no separate relu output, and no
- * gradient of the batch norm's output in between). */
+ * passes over memory fewer forward (no separate relu output) and one
+ * fewer backward (no gradient of the batch norm's output in between). */
 sc_tensor *sc_batch_norm_relu(sc_ctx *ctx, sc_tensor *x, sc_tensor *weight, sc_tensor *bias,
                               sc_tensor *running_mean, sc_tensor *running_var, float momentum,
                               float eps);
