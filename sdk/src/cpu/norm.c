@@ -123,15 +123,14 @@ static bn_geom bn_geom_of(const sc_tensor *x)
 
 /* s [C, 2] = per channel, over all its rows, the shifted sums of u (less
  * ku[ch], or 0 when ku is NULL) and of that times v less kv[ch]; u taken
- * through the relu output z unless z is NULL. */
+ * through the relu output z unless z is NULL, in own (relu_rows). */
 static sc_status bn_channel_sums(sc_ctx *ctx, bn_geom g, const float *u, const float *z,
-                                 const float *ku, const float *v, const float *kv, double *s)
+                                 float *own, const float *ku, const float *v, const float *kv,
+                                 double *s)
 {
     int64_t blocks = (g.n + BLOCK - 1) / BLOCK;
     double *part = sc_ctx_alloc(ctx, (size_t)(blocks * g.c * 2) * sizeof *part);
-    bool ok;
-    float *own = relu_rows(ctx, z, g.s, &ok);
-    if (!part || !ok)
+    if (!part)
         return SC_ERR_NOMEM;
     memset(part, 0, (size_t)(blocks * g.c * 2) * sizeof *part);
 #pragma omp parallel for schedule(static) if (g.n * g.c * g.s > SC_CPU_PAR_MIN)
@@ -163,7 +162,7 @@ static sc_status bn_batch_stats(const sc_node *node, bn_geom g, float *mean, flo
         return SC_ERR_NOMEM;
     for (int64_t ch = 0; ch < g.c; ch++) /* shift by a value of the channel */
         mean[ch] = x[ch * g.s];
-    SC_TRY(bn_channel_sums(node->ctx, g, x, NULL, mean, x, mean, s));
+    SC_TRY(bn_channel_sums(node->ctx, g, x, NULL, NULL, mean, x, mean, s));
     for (int64_t ch = 0; ch < g.c; ch++) {
         double d = s[2 * ch] / m, mu = mean[ch] + d, var = fmax(s[2 * ch + 1] / m - d * d, 0.0);
         rm[ch] = (float)((1.0 - p->momentum) * rm[ch] + p->momentum * mu);
@@ -229,11 +228,11 @@ static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tens
     double *s = sc_ctx_alloc(node->ctx, (size_t)(2 * g.c) * sizeof *s); /* sum g, sum g (x - mean) */
     float *coef = sc_ctx_alloc(node->ctx, (size_t)(3 * g.c) * sizeof *coef); /* a, c, d */
     bool ok;
-    float *own = relu_rows(node->ctx, gx ? z : NULL, g.s, &ok);
+    float *own = relu_rows(node->ctx, z, g.s, &ok); /* for both passes */
     if (!s || !coef || !ok)
         return SC_ERR_NOMEM;
     if (gw || gb || (gx && training))
-        SC_TRY(bn_channel_sums(node->ctx, g, gyd, z, NULL, x, mean, s));
+        SC_TRY(bn_channel_sums(node->ctx, g, gyd, z, own, NULL, x, mean, s));
     for (int64_t ch = 0; ch < g.c; ch++) {
         double r = rstd[ch], sum_gxh = s[2 * ch + 1] * r, a = w[ch] * r;
         if (gb)
