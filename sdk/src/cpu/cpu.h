@@ -35,6 +35,11 @@ enum { SC_CPU_PAR_MIN = 1 << 15 };
  * shows up in the loss instead of vanishing. */
 ALWAYS_INLINE float sc_cpu_relu(float x) { return x < 0.0f ? 0.0f : x; }
 
+/* The gradient g of a relu's output taken to its input x, or from its
+ * output, which is > 0 exactly where x is (NaN gives none either way).
+ * Callers load g whatever x is, so that their loops vectorise. */
+ALWAYS_INLINE float sc_cpu_relu_grad(float x, float g) { return x > 0.0f ? g : 0.0f; }
+
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 

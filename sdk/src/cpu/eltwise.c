@@ -301,19 +301,14 @@ static sc_status relu_backward(sc_node *node, const sc_tensor *gy, sc_tensor *co
     const float *x = sc_tensor_f32(node->in[0]), *g = sc_tensor_f32(gy);
     float *gx = sc_tensor_f32(gin[0]);
     int64_t n = gy->numel;
-    /* g[i] is loaded unconditionally, so that the loops vectorise */
     if (sc_node_grad_fresh(node, 0)) {
 #pragma omp parallel for schedule(static) if (n > SC_CPU_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) {
-            const float gi = g[i];
-            gx[i] = x[i] > 0.0f ? gi : 0.0f;
-        }
+        for (int64_t i = 0; i < n; i++)
+            gx[i] = sc_cpu_relu_grad(x[i], g[i]);
     } else {
 #pragma omp parallel for schedule(static) if (n > SC_CPU_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) {
-            const float gi = g[i];
-            gx[i] += x[i] > 0.0f ? gi : 0.0f;
-        }
+        for (int64_t i = 0; i < n; i++)
+            gx[i] += sc_cpu_relu_grad(x[i], g[i]);
     }
     return SC_OK;
 }

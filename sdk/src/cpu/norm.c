@@ -21,22 +21,20 @@
 enum { COL_BLOCK = 256 };
 
 /* The row g [len] of a relu output's gradient taken through the relu, to
- * its input, from the output z [len] (z > 0 exactly where the input is,
- * NaN giving no gradient either way): into own [len], which it returns;
- * g itself when z is NULL (no relu). Rows are masked into per-thread
- * scratch, small enough to stay in cache, and then go through the same
- * loops as unmasked rows: the same bits as the separate relu's gradient,
- * which a reduction that masked as it summed would not promise. */
+ * its input, from the output z [len] (sc_cpu_relu_grad): into own [len],
+ * which it returns; g itself when z is NULL (no relu). Rows are masked
+ * into per-thread scratch, small enough to stay in cache, and then go
+ * through the same loops as unmasked rows: the same bits as the separate
+ * relu's gradient, which a reduction that masked as it summed would not
+ * promise. */
 static const float *through_relu(const float *restrict g, const float *restrict z, int64_t len,
                                  float *restrict own)
 {
     if (!z)
         return g;
 #pragma omp simd
-    for (int64_t k = 0; k < len; k++) {
-        const float gk = g[k]; /* loaded unconditionally: the loop vectorises */
-        own[k] = z[k] > 0.0f ? gk : 0.0f;
-    }
+    for (int64_t k = 0; k < len; k++)
+        own[k] = sc_cpu_relu_grad(z[k], g[k]);
     return own;
 }
 
