@@ -6,7 +6,8 @@
  * batch in training mode and from the running statistics in eval mode, so
  * that one backward serves both. With a relu fused in (sc_batch_norm_relu),
  * forward applies it to each row while the row is in cache, and backward
- * masks each row of the output's gradient as it comes to it.
+ * masks each row of the output's gradient as it comes to it, by the relu's
+ * input found again from x.
  *
  * Layer norm runs its rows in parallel, and its weight and bias gradients
  * by blocks of columns. Each sum has one owner and a fixed order (vector
@@ -20,38 +21,39 @@
 
 enum { COL_BLOCK = 256 };
 
-/* The row g [len] of a relu output's gradient taken through the relu, to
- * its input, from the output z [len] (sc_cpu_relu_grad): into own [len],
- * which it returns; g itself when z is NULL (no relu). Rows are masked
- * into per-thread scratch, small enough to stay in cache, and then go
- * through the same loops as unmasked rows: the same bits as the separate
- * relu's gradient, which a reduction that masked as it summed would not
- * promise. */
-static const float *through_relu(const float *restrict g, const float *restrict z, int64_t len,
-                                 float *restrict own)
+/* Batch norm's output before its relu: (x - k) a + b. One expression for
+ * forward's output and backward's relu mask, so that both round alike. */
+ALWAYS_INLINE float bn_affine(float x, float k, float a, float b) { return (x - k) * a + b; }
+
+/* Batch norm's fused relu as backward sees it: per channel the mean,
+ * scale (rstd weight) and bias forward applied, from which the relu's mask
+ * is found again from x. Backward reads x anyway: the output, which it
+ * would otherwise read for the mask, is a stream over memory more in each
+ * of its two passes. */
+typedef struct bn_relu {
+    const float *mean, *bias; /* [C] */
+    float *scale;             /* [C] */
+    float *rows;              /* per-thread scratch rows, S floats each */
+} bn_relu;
+
+/* The row g [len] of channel ch of the relu output's gradient taken
+ * through the relu to its input, with the relu's input found from the row
+ * x [len] of batch norm's input (sc_cpu_relu_grad); g itself when relu is
+ * NULL. Rows are masked into the calling thread's scratch row, small
+ * enough to stay in cache, and then go through the same loops as unmasked
+ * rows: the same bits as the separate relu's gradient, which a reduction
+ * that masked as it summed would not promise. */
+static const float *through_relu(const float *restrict g, const float *restrict x,
+                                 const bn_relu *relu, int64_t ch, int64_t len)
 {
-    if (!z)
+    if (!relu)
         return g;
+    float *restrict own = relu->rows + omp_get_thread_num() * len;
+    float k = relu->mean[ch], a = relu->scale[ch], b = relu->bias[ch];
 #pragma omp simd
-    for (int64_t k = 0; k < len; k++)
-        own[k] = sc_cpu_relu_grad(z[k], g[k]);
+    for (int64_t i = 0; i < len; i++)
+        own[i] = sc_cpu_relu_grad(bn_affine(x[i], k, a, b), g[i]);
     return own;
-}
-
-/* Per-thread scratch rows of len floats for through_relu, from the step
- * arena; NULL without a relu (z NULL) or on failure (*ok false). */
-static float *relu_rows(sc_ctx *ctx, const float *z, int64_t len, bool *ok)
-{
-    float *rows = z ? sc_ctx_alloc(ctx, (size_t)(omp_get_max_threads() * len) * sizeof *rows)
-                    : NULL;
-    *ok = !z || rows;
-    return rows;
-}
-
-/* The calling thread's row of relu_rows (NULL when they are). */
-static float *thread_row(float *rows, int64_t len)
-{
-    return rows ? rows + omp_get_thread_num() * len : NULL;
 }
 
 /* Over i < len: s[0] += sum (u_i - ku) w_i and s[1] += sum (u_i - ku) w_i
@@ -96,7 +98,7 @@ static void affine_row(float *restrict y, const float *restrict x, float k, floa
 {
 #pragma omp simd
     for (int64_t i = 0; i < len; i++)
-        y[i] = (x[i] - k) * a + b;
+        y[i] = bn_affine(x[i], k, a, b);
 }
 
 /* ---------------------------------------------------------------------
@@ -120,11 +122,10 @@ static bn_geom bn_geom_of(const sc_tensor *x)
 }
 
 /* s [C, 2] = per channel, over all its rows, the shifted sums of u (less
- * ku[ch], or 0 when ku is NULL) and of that times v less kv[ch]; u taken
- * through the relu output z unless z is NULL, in own (relu_rows). */
-static sc_status bn_channel_sums(sc_ctx *ctx, bn_geom g, const float *u, const float *z,
-                                 float *own, const float *ku, const float *v, const float *kv,
-                                 double *s)
+ * ku[ch], or 0 when ku is NULL) and of that times x less kx[ch]; u taken
+ * through the relu unless relu is NULL. */
+static sc_status bn_channel_sums(sc_ctx *ctx, bn_geom g, const float *u, const bn_relu *relu,
+                                 const float *ku, const float *x, const float *kx, double *s)
 {
     int64_t blocks = (g.n + BLOCK - 1) / BLOCK;
     double *part = sc_ctx_alloc(ctx, (size_t)(blocks * g.c * 2) * sizeof *part);
@@ -136,9 +137,8 @@ static sc_status bn_channel_sums(sc_ctx *ctx, bn_geom g, const float *u, const f
         for (int64_t n = b * BLOCK; n < g.n && n < (b + 1) * BLOCK; n++)
             for (int64_t ch = 0; ch < g.c; ch++) {
                 int64_t at = (n * g.c + ch) * g.s;
-                const float *row = through_relu(u + at, z ? z + at : NULL, g.s,
-                                                thread_row(own, g.s));
-                shifted_sums(row, ku ? ku[ch] : 0.0f, v + at, kv[ch], NULL, g.s,
+                const float *row = through_relu(u + at, x + at, relu, ch, g.s);
+                shifted_sums(row, ku ? ku[ch] : 0.0f, x + at, kx[ch], NULL, g.s,
                              part + (b * g.c + ch) * 2);
             }
     memset(s, 0, (size_t)(g.c * 2) * sizeof *s);
@@ -160,7 +160,7 @@ static sc_status bn_batch_stats(const sc_node *node, bn_geom g, float *mean, flo
         return SC_ERR_NOMEM;
     for (int64_t ch = 0; ch < g.c; ch++) /* shift by a value of the channel */
         mean[ch] = x[ch * g.s];
-    SC_TRY(bn_channel_sums(node->ctx, g, x, NULL, NULL, mean, x, mean, s));
+    SC_TRY(bn_channel_sums(node->ctx, g, x, NULL, mean, x, mean, s));
     for (int64_t ch = 0; ch < g.c; ch++) {
         double d = s[2 * ch] / m, mu = mean[ch] + d, var = fmax(s[2 * ch + 1] / m - d * d, 0.0);
         rm[ch] = (float)((1.0 - p->momentum) * rm[ch] + p->momentum * mu);
@@ -206,12 +206,34 @@ static sc_status batch_norm_forward(sc_node *node)
     return SC_OK;
 }
 
+/* The fused relu's view for backward (bn_relu), from the step arena; NULL
+ * without one, or on failure (*ok false). */
+static bn_relu *bn_relu_of(const sc_node *node, bn_geom g, const float *mean, const float *rstd,
+                           bool *ok)
+{
+    *ok = true;
+    if (!node->params.batch_norm.relu)
+        return NULL;
+    bn_relu *r = sc_ctx_alloc(node->ctx, sizeof *r);
+    float *scale = sc_ctx_alloc(node->ctx, (size_t)g.c * sizeof *scale);
+    float *rows = sc_ctx_alloc(node->ctx, (size_t)(omp_get_max_threads() * g.s) * sizeof *rows);
+    if (!r || !scale || !rows) {
+        *ok = false;
+        return NULL;
+    }
+    const float *w = sc_tensor_f32(node->in[1]);
+    for (int64_t ch = 0; ch < g.c; ch++)
+        scale[ch] = rstd[ch] * w[ch]; /* as forward computes it */
+    *r = (bn_relu){mean, sc_tensor_f32(node->in[2]), scale, rows};
+    return r;
+}
+
 /* With xh = (x - mean) rstd, M = N S values per channel:
  *   gbias += sum g;  gweight += sum g xh;
  *   gx += weight rstd (g - sum g / M - xh sum g xh / M)   (training)
  *   gx += weight rstd g                                    (eval: constant stats)
  * The gx terms per channel: gx += a g + c (x - mean) + d. With a relu, g
- * is the output's gradient through it, found on the fly from the output. */
+ * is the output's gradient through it (through_relu). */
 static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tensor *const *gin)
 {
     bool training = node->params.batch_norm.training;
@@ -220,17 +242,16 @@ static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tens
     const float *x = sc_tensor_f32(node->in[0]), *w = sc_tensor_f32(node->in[1]),
                 *gyd = sc_tensor_f32(gy), *mean = sc_tensor_f32(node->saved[0]),
                 *rstd = mean + g.c;
-    const float *z = node->params.batch_norm.relu ? sc_tensor_f32(node->out) : NULL;
     float *gx = gin[0] ? sc_tensor_f32(gin[0]) : NULL;
     float *gw = gin[1] ? sc_tensor_f32(gin[1]) : NULL, *gb = gin[2] ? sc_tensor_f32(gin[2]) : NULL;
     double *s = sc_ctx_alloc(node->ctx, (size_t)(2 * g.c) * sizeof *s); /* sum g, sum g (x - mean) */
     float *coef = sc_ctx_alloc(node->ctx, (size_t)(3 * g.c) * sizeof *coef); /* a, c, d */
     bool ok;
-    float *own = relu_rows(node->ctx, z, g.s, &ok); /* for both passes */
+    const bn_relu *relu = bn_relu_of(node, g, mean, rstd, &ok); /* for both passes */
     if (!s || !coef || !ok)
         return SC_ERR_NOMEM;
     if (gw || gb || (gx && training))
-        SC_TRY(bn_channel_sums(node->ctx, g, gyd, z, own, NULL, x, mean, s));
+        SC_TRY(bn_channel_sums(node->ctx, g, gyd, relu, NULL, x, mean, s));
     for (int64_t ch = 0; ch < g.c; ch++) {
         double r = rstd[ch], sum_gxh = s[2 * ch + 1] * r, a = w[ch] * r;
         if (gb)
@@ -250,8 +271,7 @@ static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tens
         float a = coef[3 * ch], c = coef[3 * ch + 1], d = coef[3 * ch + 2], mu = mean[ch];
         float *restrict gxr = gx + row * g.s;
         const float *restrict xr = x + row * g.s;
-        const float *restrict gr = through_relu(gyd + row * g.s, z ? z + row * g.s : NULL, g.s,
-                                                thread_row(own, g.s));
+        const float *restrict gr = through_relu(gyd + row * g.s, xr, relu, ch, g.s);
         if (fresh) {
 #pragma omp simd
             for (int64_t k = 0; k < g.s; k++)
