@@ -163,8 +163,8 @@ ALWAYS_INLINE void input_grad_row(const float *restrict dv, int64_t xs, int64_t 
     }
 }
 
-/* The tile's 2x2 outputs y = A^T m A into even and odd columns of two
- * output rows, ye, yo [2, TW]. */
+/* The 2x2 outputs y = A^T m A of tw tiles into even and odd columns of two
+ * output rows, ye, yo [2, tw]. */
 ALWAYS_INLINE void output_row(const float *restrict m, int64_t xs, int64_t tw, float *restrict ye,
                               float *restrict yo)
 {
@@ -181,8 +181,8 @@ ALWAYS_INLINE void output_row(const float *restrict m, int64_t xs, int64_t tw, f
     }
 }
 
-/* dm = A g A^T for each tile g of two output rows held as even and odd
- * columns ge, go [2, TW] (the adjoint of output_row). */
+/* dm = A g A^T for each of tw tiles g of two output rows held as even and
+ * odd columns ge, go [2, tw] (the adjoint of output_row). */
 ALWAYS_INLINE void output_grad_row(const float *restrict ge, const float *restrict go, int64_t tw,
                                    float *restrict dm, int64_t xs)
 {
@@ -216,7 +216,8 @@ typedef struct wino {
 } wino;
 
 /* A slot's buf: the even and odd columns of the padded input rows under a
- * chunk's tile rows, and a row of 2 TW + 2 or tmp [16, TW]. */
+ * chunk's tile rows, and a row of 2 TW + 2 or tmp [16, TW]; or the output
+ * rows of a segment, [4, T] at most (merge_out_rows). */
 static int64_t buf_floats(const wino *w)
 {
     return 2 * (2 * w->rows + 2) * w->half + XI * w->tw;
@@ -326,31 +327,76 @@ static void input_grad_tiles(const wino *w, int64_t r0, int64_t nr, const float 
     }
 }
 
+/* Output rows 2 ty + i, i < 2, of a segment's tile rows as even and odd
+ * columns ye, yo [2, NT], NT the segment's tiles: tile j of the segment
+ * (row j / TW) at [i, j]. So the transforms walk all of a segment's tiles
+ * in one loop, which vectorises even when a row has fewer tiles than a
+ * vector has lanes (14x14 outputs: 7). */
+
+/* plane [OH, OW] rows from ye, yo (+ bias), cut to OH x OW. */
+ALWAYS_INLINE void merge_out_rows(const wino *w, segment g, int64_t nt, const float *ye,
+                                  const float *yo, float bias, float *plane)
+{
+    const sc_wino_shape *s = &w->s;
+    for (int64_t ty = g.ty0; ty < g.ty1; ty++)
+        for (int64_t i = 0; i < 2 && 2 * ty + i < s->oh; i++) {
+            float *out = plane + (2 * ty + i) * s->ow;
+            const float *ei = ye + i * nt + (ty - g.ty0) * w->tw;
+            const float *oi = yo + i * nt + (ty - g.ty0) * w->tw;
+#pragma omp simd
+            for (int64_t tx = 0; tx < s->ow / 2; tx++) {
+                out[2 * tx] = ei[tx] + bias;
+                out[2 * tx + 1] = oi[tx] + bias;
+            }
+            if (s->ow % 2)
+                out[s->ow - 1] = ei[s->ow / 2] + bias;
+        }
+}
+
+/* ge, go from plane [OH, OW] rows, zero beyond OH x OW (the adjoint of
+ * merge_out_rows, bias aside). */
+ALWAYS_INLINE void split_out_rows(const wino *w, segment g, int64_t nt, const float *plane,
+                                  float *ge, float *go)
+{
+    const sc_wino_shape *s = &w->s;
+    for (int64_t ty = g.ty0; ty < g.ty1; ty++)
+        for (int64_t i = 0; i < 2; i++) {
+            float *ei = ge + i * nt + (ty - g.ty0) * w->tw;
+            float *oi = go + i * nt + (ty - g.ty0) * w->tw;
+            if (2 * ty + i >= s->oh) {
+                memset(ei, 0, (size_t)w->tw * sizeof *ei);
+                memset(oi, 0, (size_t)w->tw * sizeof *oi);
+                continue;
+            }
+            const float *in = plane + (2 * ty + i) * s->ow;
+#pragma omp simd
+            for (int64_t tx = 0; tx < s->ow / 2; tx++) {
+                ei[tx] = in[2 * tx];
+                oi[tx] = in[2 * tx + 1];
+            }
+            if (s->ow % 2) {
+                ei[s->ow / 2] = in[s->ow - 1];
+                oi[s->ow / 2] = 0.0f;
+            }
+        }
+}
+
 /* y = A^T m A (+ bias) for every tile of the chunk, cut to OH x OW. */
 SC_CPU_CLONES
 static void output_tiles(const wino *w, int64_t r0, int64_t nr, const float *m, float *buf)
 {
     const sc_wino_shape *s = &w->s;
-    int64_t t = nr * w->tw, tw = w->tw;
-    float *ye = buf, *yo = buf + 2 * tw;
-    for (int64_t rr = 0; rr < nr; rr++) {
-        int64_t n = (r0 + rr) / w->th, ty = (r0 + rr) % w->th;
+    int64_t t = nr * w->tw;
+    for (int64_t r = r0; r < r0 + nr;) {
+        segment g = next_segment(w, r0, nr, r);
+        int64_t nt = (g.ty1 - g.ty0) * w->tw;
+        float *ye = buf, *yo = buf + 2 * nt;
         for (int64_t k = 0; k < s->k; k++) {
-            output_row(m + k * t + rr * tw, s->k * t, tw, ye, yo);
-            float bias = w->bias ? w->bias[k] : 0.0f;
-            float *plane = w->y + (n * s->k + k) * s->oh * s->ow;
-            for (int64_t i = 0; i < 2 && 2 * ty + i < s->oh; i++) {
-                float *out = plane + (2 * ty + i) * s->ow;
-                const float *ei = ye + i * tw, *oi = yo + i * tw;
-#pragma omp simd
-                for (int64_t tx = 0; tx < s->ow / 2; tx++) {
-                    out[2 * tx] = ei[tx] + bias;
-                    out[2 * tx + 1] = oi[tx] + bias;
-                }
-                if (s->ow % 2)
-                    out[s->ow - 1] = ei[s->ow / 2] + bias;
-            }
+            output_row(m + k * t + g.first, s->k * t, nt, ye, yo);
+            merge_out_rows(w, g, nt, ye, yo, w->bias ? w->bias[k] : 0.0f,
+                           w->y + (g.n * s->k + k) * s->oh * s->ow);
         }
+        r += g.ty1 - g.ty0;
     }
 }
 
@@ -360,26 +406,16 @@ SC_CPU_CLONES
 static void output_grad_tiles(const wino *w, int64_t r0, int64_t nr, float *dm, float *buf)
 {
     const sc_wino_shape *s = &w->s;
-    int64_t t = nr * w->tw, tw = w->tw;
-    float *ge = buf, *go = buf + 2 * tw;
-    for (int64_t rr = 0; rr < nr; rr++) {
-        int64_t n = (r0 + rr) / w->th, ty = (r0 + rr) % w->th;
+    int64_t t = nr * w->tw;
+    for (int64_t r = r0; r < r0 + nr;) {
+        segment g = next_segment(w, r0, nr, r);
+        int64_t nt = (g.ty1 - g.ty0) * w->tw;
+        float *ge = buf, *go = buf + 2 * nt;
         for (int64_t k = 0; k < s->k; k++) {
-            const float *plane = w->gy + (n * s->k + k) * s->oh * s->ow;
-            memset(buf, 0, (size_t)(4 * tw) * sizeof *buf);
-            for (int64_t i = 0; i < 2 && 2 * ty + i < s->oh; i++) {
-                const float *in = plane + (2 * ty + i) * s->ow;
-                float *ei = ge + i * tw, *oi = go + i * tw;
-#pragma omp simd
-                for (int64_t tx = 0; tx < s->ow / 2; tx++) {
-                    ei[tx] = in[2 * tx];
-                    oi[tx] = in[2 * tx + 1];
-                }
-                if (s->ow % 2)
-                    ei[s->ow / 2] = in[s->ow - 1];
-            }
-            output_grad_row(ge, go, tw, dm + k * t + rr * tw, s->k * t);
+            split_out_rows(w, g, nt, w->gy + (g.n * s->k + k) * s->oh * s->ow, ge, go);
+            output_grad_row(ge, go, nt, dm + k * t + g.first, s->k * t);
         }
+        r += g.ty1 - g.ty0;
     }
 }
 
