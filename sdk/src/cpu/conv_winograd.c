@@ -132,26 +132,32 @@ ALWAYS_INLINE void input_row(const float *restrict e, const float *restrict o, i
     }
 }
 
-/* e, o += B dv B^T for each patch of the row (the adjoint of input_row).
- * Neighbouring patches share a column pair, so the patches' columns go
- * through tmp [16, TW] and are added in two passes. */
-ALWAYS_INLINE void input_grad_row(const float *restrict dv, int64_t xs, int64_t tw,
-                                  float *restrict e, float *restrict o, int64_t ld,
-                                  float *restrict tmp)
+/* tmp [16, n] = B dv B^T for each of n patches, the adjoint of input_row:
+ * tmp [4 j + i, n] holds column j, row i of the patches. */
+ALWAYS_INLINE void patch_grads(const float *restrict dv, int64_t xs, int64_t n,
+                               float *restrict tmp)
 {
 #pragma omp simd
-    for (int64_t tx = 0; tx < tw; tx++) {
+    for (int64_t tx = 0; tx < n; tx++) {
         /* B along each row a, giving the columns' values q_a.j; B down each column */
         f4 q0 = b4(get4(dv + tx, xs)), q1 = b4(get4(dv + 4 * xs + tx, xs));
         f4 q2 = b4(get4(dv + 8 * xs + tx, xs)), q3 = b4(get4(dv + 12 * xs + tx, xs));
-        put4(tmp + tx, tw, b4((f4){q0.v0, q1.v0, q2.v0, q3.v0}));
-        put4(tmp + 4 * tw + tx, tw, b4((f4){q0.v1, q1.v1, q2.v1, q3.v1}));
-        put4(tmp + 8 * tw + tx, tw, b4((f4){q0.v2, q1.v2, q2.v2, q3.v2}));
-        put4(tmp + 12 * tw + tx, tw, b4((f4){q0.v3, q1.v3, q2.v3, q3.v3}));
+        put4(tmp + tx, n, b4((f4){q0.v0, q1.v0, q2.v0, q3.v0}));
+        put4(tmp + 4 * n + tx, n, b4((f4){q0.v1, q1.v1, q2.v1, q3.v1}));
+        put4(tmp + 8 * n + tx, n, b4((f4){q0.v2, q1.v2, q2.v2, q3.v2}));
+        put4(tmp + 12 * n + tx, n, b4((f4){q0.v3, q1.v3, q2.v3, q3.v3}));
     }
-    for (int i = 0; i < 4; i++) { /* tmp [4 j + i, tw]: column j, row i */
+}
+
+/* e, o [4, ld] += a row of TW patches' columns from tmp (patch_grads, rows
+ * n apart). Neighbouring patches share a column pair, so they are added in
+ * two passes. */
+ALWAYS_INLINE void add_patch_row(const float *restrict tmp, int64_t n, int64_t tw,
+                                 float *restrict e, float *restrict o, int64_t ld)
+{
+    for (int i = 0; i < 4; i++) {
         float *ei = e + i * ld, *oi = o + i * ld;
-        const float *c0 = tmp + i * tw, *c1 = c0 + 4 * tw, *c2 = c0 + 8 * tw, *c3 = c0 + 12 * tw;
+        const float *c0 = tmp + i * n, *c1 = c0 + 4 * n, *c2 = c0 + 8 * n, *c3 = c0 + 12 * n;
         for (int64_t tx = 0; tx < tw; tx++) {
             ei[tx] += c0[tx];
             oi[tx] += c1[tx];
@@ -216,11 +222,12 @@ typedef struct wino {
 } wino;
 
 /* A slot's buf: the even and odd columns of the padded input rows under a
- * chunk's tile rows, and a row of 2 TW + 2 or tmp [16, TW]; or the output
- * rows of a segment, [4, T] at most (merge_out_rows). */
+ * chunk's tile rows, and a row of 2 TW + 2 or a segment's patch columns
+ * tmp [16, T] at most (patch_grads); or a segment's output rows [4, T]
+ * (merge_out_rows). */
 static int64_t buf_floats(const wino *w)
 {
-    return 2 * (2 * w->rows + 2) * w->half + XI * w->tw;
+    return 2 * (2 * w->rows + 2) * w->half + XI * w->rows * w->tw;
 }
 
 /* The tile rows of a chunk that lie in one image: image n, rows
@@ -312,16 +319,15 @@ static void input_grad_tiles(const wino *w, int64_t r0, int64_t nr, const float 
     float *e = buf, *o = e + plane_floats, *tmp = o + plane_floats;
     for (int64_t r = r0; r < r0 + nr;) {
         segment g = next_segment(w, r0, nr, r);
-        int64_t rows = 2 * (g.ty1 - g.ty0) + 2;
+        int64_t rows = 2 * (g.ty1 - g.ty0) + 2, nt = (g.ty1 - g.ty0) * w->tw;
         for (int64_t c = 0; c < s->c; c++) {
             memset(e, 0, (size_t)(2 * plane_floats) * sizeof *e); /* e and o */
-            for (int64_t ty = g.ty0; ty < g.ty1; ty++) {
-                int64_t at = 2 * (ty - g.ty0) * w->half;
-                input_grad_row(dv + c * t + g.first + (ty - g.ty0) * w->tw, s->c * t, w->tw,
-                               e + at, o + at, w->half, tmp);
-            }
+            patch_grads(dv + c * t + g.first, s->c * t, nt, tmp);
+            for (int64_t ty = 0; ty < g.ty1 - g.ty0; ty++)
+                add_patch_row(tmp + ty * w->tw, nt, w->tw, e + 2 * ty * w->half,
+                              o + 2 * ty * w->half, w->half);
             merge_rows(w, w->gx + (g.n * s->c + c) * s->h * s->w, 2 * g.ty0 - s->ph, rows, e, o,
-                       tmp);
+                       tmp); /* tmp's use is over */
         }
         r += g.ty1 - g.ty0;
     }
