@@ -17,11 +17,14 @@
  * of about TILES tiles, its transformed tiles in per-thread scratch from
  * the step arena. dU sums per thread, then in thread order.
  *
- * The transforms walk a row of tiles, a whole tile per iteration, on
- * values held in small structs (f4) that the compiler keeps in registers,
- * so that `omp simd` vectorises the row: input rows are split into even
- * and odd columns beforehand, which makes every load and store unit
- * stride. */
+ * The transforms walk tiles, a whole tile per iteration, on values held
+ * in small structs (f4) that the compiler keeps in registers, so that
+ * `omp simd` vectorises the walk: input rows are split into even and odd
+ * columns beforehand, which makes every load and store unit stride. The
+ * output transforms and the input's adjoint walk all the tiles a chunk
+ * has in an image at once, not a row of tiles at a time: a 14x14 layer's
+ * row has 7 tiles, too few for AVX2's 8 lanes. The input transform reads
+ * patches that overlap along the row, and still walks a row at a time. */
 #include <cblas.h>
 #include <string.h>
 
