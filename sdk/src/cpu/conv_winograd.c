@@ -173,8 +173,8 @@ ALWAYS_INLINE void add_patch_row(const float *restrict tmp, int64_t n, int64_t t
 }
 
 /* The 2x2 outputs y = A^T m A of tw tiles into even and odd columns of two
- * output rows, ye, yo [2, tw]. */
-ALWAYS_INLINE void output_row(const float *restrict m, int64_t xs, int64_t tw, float *restrict ye,
+ * output rows, ye, yo [2, tw]; m is left zero (forward_range). */
+ALWAYS_INLINE void output_row(float *restrict m, int64_t xs, int64_t tw, float *restrict ye,
                               float *restrict yo)
 {
 #pragma omp simd
@@ -187,6 +187,8 @@ ALWAYS_INLINE void output_row(const float *restrict m, int64_t xs, int64_t tw, f
         yo[tx] = r0.v1;
         ye[tw + tx] = r1.v0;
         yo[tw + tx] = r1.v1;
+        for (int b = 0; b < 4; b++)
+            put4(m + b * xs + tx, 4 * xs, (f4){0.0f, 0.0f, 0.0f, 0.0f});
     }
 }
 
@@ -390,9 +392,10 @@ ALWAYS_INLINE void split_out_rows(const wino *w, segment g, int64_t nt, const fl
         }
 }
 
-/* y = A^T m A (+ bias) for every tile of the chunk, cut to OH x OW. */
+/* y = A^T m A (+ bias) for every tile of the chunk, cut to OH x OW; m is
+ * left zero. */
 SC_CPU_CLONES
-static void output_tiles(const wino *w, int64_t r0, int64_t nr, const float *m, float *buf)
+static void output_tiles(const wino *w, int64_t r0, int64_t nr, float *m, float *buf)
 {
     const sc_wino_shape *s = &w->s;
     int64_t t = nr * w->tw;
@@ -446,13 +449,16 @@ static void forward_range(const void *arg, int slot, int64_t n0, int64_t n1)
     const wino *w = arg;
     const sc_wino_shape *s = &w->s;
     float *v, *m, *buf = slot_scratch(w, slot, &v, &m);
+    /* The products add into m, which output_tiles leaves zero: sgemm with
+     * beta 0 would zero it in a pass of its own, chunk by chunk. */
+    memset(m, 0, (size_t)(XI * s->k * w->rows * w->tw) * sizeof *m);
     for (int64_t r0 = n0 * w->th; r0 < n1 * w->th; r0 += w->rows) {
         int64_t nr = min64(w->rows, n1 * w->th - r0), t = nr * w->tw;
         input_tiles(w, r0, nr, v, buf);
         for (int xi = 0; xi < XI; xi++)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->k, (int)t, (int)s->c,
                         1.0f, w->u + xi * s->k * s->c, (int)s->c, v + xi * s->c * t, (int)t,
-                        0.0f, m + xi * s->k * t, (int)t);
+                        1.0f, m + xi * s->k * t, (int)t);
         output_tiles(w, r0, nr, m, buf);
     }
 }
