@@ -136,9 +136,9 @@ ALWAYS_INLINE void input_row(const float *restrict e, const float *restrict o, i
 }
 
 /* tmp [16, n] = B dv B^T for each of n patches, the adjoint of input_row:
- * tmp [4 j + i, n] holds column j, row i of the patches. */
-ALWAYS_INLINE void patch_grads(const float *restrict dv, int64_t xs, int64_t n,
-                               float *restrict tmp)
+ * tmp [4 j + i, n] holds column j, row i of the patches. dv is left zero
+ * (backward_range). */
+ALWAYS_INLINE void patch_grads(float *restrict dv, int64_t xs, int64_t n, float *restrict tmp)
 {
 #pragma omp simd
     for (int64_t tx = 0; tx < n; tx++) {
@@ -149,6 +149,8 @@ ALWAYS_INLINE void patch_grads(const float *restrict dv, int64_t xs, int64_t n,
         put4(tmp + 4 * n + tx, n, b4((f4){q0.v1, q1.v1, q2.v1, q3.v1}));
         put4(tmp + 8 * n + tx, n, b4((f4){q0.v2, q1.v2, q2.v2, q3.v2}));
         put4(tmp + 12 * n + tx, n, b4((f4){q0.v3, q1.v3, q2.v3, q3.v3}));
+        for (int a = 0; a < 4; a++)
+            put4(dv + 4 * a * xs + tx, xs, (f4){0.0f, 0.0f, 0.0f, 0.0f});
     }
 }
 
@@ -222,7 +224,7 @@ typedef struct wino {
     float *y, *gx;
     bool gx_fresh;  /* gx is uninitialised: each slot zeroes its images first */
     float *du;      /* per-slot [16, K, C] partials; NULL: no weight gradient */
-    float *scratch; /* per slot: v [16, C, T], m [16, K, T], buf */
+    float *scratch; /* per slot: v [16, C, T], m [16, K, T], buf; backward dv [16, C, T] */
     int64_t scratch_floats;
 } wino;
 
@@ -315,9 +317,9 @@ static void input_tiles(const wino *w, int64_t r0, int64_t nr, float *v, float *
     }
 }
 
-/* gx += B dv B^T for every patch of the chunk. */
+/* gx += B dv B^T for every patch of the chunk; dv is left zero. */
 SC_CPU_CLONES
-static void input_grad_tiles(const wino *w, int64_t r0, int64_t nr, const float *dv, float *buf)
+static void input_grad_tiles(const wino *w, int64_t r0, int64_t nr, float *dv, float *buf)
 {
     const sc_wino_shape *s = &w->s;
     int64_t t = nr * w->tw, plane_floats = (2 * w->rows + 2) * w->half;
@@ -443,6 +445,13 @@ static float *slot_scratch(const wino *w, int slot, float **v, float **m)
     return *m + XI * w->s.k * t;
 }
 
+/* A slot's dv, after its buf (backward with an input gradient only). */
+static float *slot_dv(const wino *w, int slot)
+{
+    float *v, *m;
+    return slot_scratch(w, slot, &v, &m) + buf_floats(w);
+}
+
 /* m[xi] [K, T] = u[xi] [K, C] v[xi] [C, T] */
 static void forward_range(const void *arg, int slot, int64_t n0, int64_t n1)
 {
@@ -469,10 +478,12 @@ static void backward_range(const void *arg, int slot, int64_t n0, int64_t n1)
     const wino *w = arg;
     const sc_wino_shape *s = &w->s;
     float *v, *dm, *buf = slot_scratch(w, slot, &v, &dm);
-    float *du = w->du ? w->du + slot * XI * s->k * s->c : NULL;
+    float *du = w->du ? w->du + slot * XI * s->k * s->c : NULL, *dv = slot_dv(w, slot);
     int64_t image = s->c * s->h * s->w;
     if (w->gx && w->gx_fresh)
         memset(w->gx + n0 * image, 0, (size_t)((n1 - n0) * image) * sizeof(float));
+    if (w->gx) /* added into, and left zero by input_grad_tiles (as m forward) */
+        memset(dv, 0, (size_t)(XI * s->c * w->rows * w->tw) * sizeof *dv);
     for (int64_t r0 = n0 * w->th; r0 < n1 * w->th; r0 += w->rows) {
         int64_t nr = min64(w->rows, n1 * w->th - r0), t = nr * w->tw;
         output_grad_tiles(w, r0, nr, dm, buf);
@@ -485,23 +496,24 @@ static void backward_range(const void *arg, int slot, int64_t n0, int64_t n1)
         }
         if (!w->gx)
             continue;
-        for (int xi = 0; xi < XI; xi++) /* dv overwrites v */
+        for (int xi = 0; xi < XI; xi++)
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)s->c, (int)t, (int)s->k,
                         1.0f, w->u + xi * s->k * s->c, (int)s->c, dm + xi * s->k * t, (int)t,
-                        0.0f, v + xi * s->c * t, (int)t);
-        input_grad_tiles(w, r0, nr, v, buf);
+                        1.0f, dv + xi * s->c * t, (int)t);
+        input_grad_tiles(w, r0, nr, dv, buf);
     }
 }
 
-/* The geometry, per-slot scratch and (when u is wanted) the transformed
- * weights. */
-static sc_status wino_init(wino *w, sc_ctx *ctx, const sc_wino_shape *s, const float *weight)
+/* The geometry, per-slot scratch (with dv for an input gradient) and
+ * (when u is wanted) the transformed weights. */
+static sc_status wino_init(wino *w, sc_ctx *ctx, const sc_wino_shape *s, const float *weight,
+                           bool dv)
 {
     *w = (wino){.s = *s, .th = (s->oh + 1) / 2, .tw = (s->ow + 1) / 2};
     w->rows = TILES / w->tw > 0 ? TILES / w->tw : 1;
     w->half = w->tw + 1;
     w->slots = sc_conv_slots(s->n);
-    w->scratch_floats = XI * (s->c + s->k) * w->rows * w->tw + buf_floats(w);
+    w->scratch_floats = XI * (s->c + s->k + (dv ? s->c : 0)) * w->rows * w->tw + buf_floats(w);
     w->scratch = sc_ctx_alloc(ctx, (size_t)(w->slots * w->scratch_floats) * sizeof(float));
     float *u = weight ? sc_ctx_alloc(ctx, (size_t)(XI * s->k * s->c) * sizeof(float)) : NULL;
     if (!w->scratch || (weight && !u))
@@ -516,7 +528,7 @@ sc_status sc_wino_forward(sc_ctx *ctx, const sc_wino_shape *s, const float *x,
                           const float *weight, const float *bias, float *y)
 {
     wino w;
-    SC_TRY(wino_init(&w, ctx, s, weight));
+    SC_TRY(wino_init(&w, ctx, s, weight, false));
     w.x = x;
     w.bias = bias;
     w.y = y;
@@ -529,7 +541,7 @@ sc_status sc_wino_backward(sc_ctx *ctx, const sc_wino_shape *s, const float *x,
                            float *gw)
 {
     wino w;
-    SC_TRY(wino_init(&w, ctx, s, gx ? weight : NULL));
+    SC_TRY(wino_init(&w, ctx, s, gx ? weight : NULL, gx));
     w.x = x;
     w.gy = gy;
     w.gx = gx;
