@@ -541,7 +541,7 @@ sc_status sc_wino_backward(sc_ctx *ctx, const sc_wino_shape *s, const float *x,
                            float *gw)
 {
     wino w;
-    SC_TRY(wino_init(&w, ctx, s, gx ? weight : NULL, gx));
+    SC_TRY(wino_init(&w, ctx, s, gx ? weight : NULL, gx != NULL));
     w.x = x;
     w.gy = gy;
     w.gx = gx;
