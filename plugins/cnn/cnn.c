@@ -137,12 +137,8 @@ static sc_status cnn_network_forward(void *handle, sc_ctx *ctx, const sc_tensor_
     const cnn *net = handle;
     SC_TRY(classifier_check_input(&net->head, &net->image, inputs));
     sc_tensor *h = inputs->t[0]; /* [N, C, H, W] */
-    for (int s = 0; s < net->n_stages; s++) {
-        sc_ctx_push_scope(ctx, net->stages[s].name);
-        h = sc_nn_conv_bn_forward(ctx, &net->stages[s], h); /* [N, C_s, H_s, W_s] */
-        h = sc_max_pool2d(ctx, h, &pool2);                  /* [N, C_s, H_s / 2, W_s / 2] */
-        sc_ctx_pop_scope(ctx);
-    }
+    for (int s = 0; s < net->n_stages; s++) /* [N, C_s, H_s / 2, W_s / 2] */
+        h = sc_nn_conv_bn_max_pool_forward(ctx, &net->stages[s], h, &pool2);
     h = sc_flatten(ctx, h); /* [N, D] */
     for (int l = 0; l < net->n_fc - 1; l++) {
         sc_ctx_push_scope(ctx, net->fc[l].name);

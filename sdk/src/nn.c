@@ -255,6 +255,19 @@ sc_tensor *sc_nn_conv_bn_forward(sc_ctx *ctx, const sc_nn_conv_bn *block, sc_ten
     return y;
 }
 
+sc_tensor *sc_nn_conv_bn_max_pool_forward(sc_ctx *ctx, const sc_nn_conv_bn *block,
+                                          sc_tensor *x, const sc_pool2d_opts *pool)
+{
+    const sc_nn_batch_norm *bn = &block->bn;
+    bool pushed = enter_scope(ctx, block->name);
+    sc_tensor *y = conv_apply(ctx, &block->conv, x); /* [N, OUT, H', W'] */
+    y = sc_batch_norm_max_pool2d(ctx, (sc_tensor *[]){y, bn->weight, bn->bias, bn->running_mean,
+                                                      bn->running_var},
+                                 bn->momentum, bn->eps, block->relu, pool); /* pooled */
+    leave_scope(ctx, pushed);
+    return y;
+}
+
 /* ---- squeeze and excitation ---- */
 
 sc_status sc_nn_se_init(sc_nn_se *block, sc_params *params, const char *prefix,

@@ -85,10 +85,12 @@ static inline int64_t sc_window_out(int64_t in, int kernel, int stride, int pad,
 }
 /* Inputs x, weight, bias, running_mean, running_var. training is the
  * context's mode when forward ran: it picks batch or running statistics.
- * relu: the output is relu(batch norm) (sc_batch_norm_relu). */
+ * relu: the output is relu(batch norm) (sc_batch_norm_relu). pooled: the
+ * output is max_pool2d(that, pool) (sc_batch_norm_max_pool2d). */
 typedef struct sc_batch_norm_params {
     float momentum, eps;
-    bool training, relu;
+    bool training, relu, pooled;
+    sc_pool2d_params pool;
 } sc_batch_norm_params;
 /* Inputs x, then weight if has_weight, then bias if has_bias. */
 typedef struct sc_layer_norm_params {
@@ -185,6 +187,24 @@ sc_tensor *sc_op_run(sc_ctx *ctx, sc_op_id op, int n_inputs,
 sc_tensor *sc_batch_norm_relu(sc_ctx *ctx, sc_tensor *x, sc_tensor *weight, sc_tensor *bias,
                               sc_tensor *running_mean, sc_tensor *running_var, float momentum,
                               float eps);
+
+/* max_pool2d(sc_batch_norm(...), pool), or of its relu when `relu`, as one
+ * op, for conv-bn-relu-pool stages (sc_nn_conv_bn_max_pool_forward): the
+ * values and gradients of the separate ops, bit for bit, without the
+ * batch norm's full-size output or its gradient in memory: forward pools
+ * each normalised plane while it is in cache, backward spreads each
+ * plane's gradient back from the pooled one as it comes to it. */
+sc_tensor *sc_batch_norm_max_pool2d(sc_ctx *ctx, sc_tensor *const in[5], float momentum,
+                                    float eps, bool relu, const sc_pool2d_opts *pool);
+
+/* pool with stride 0 resolved to the kernel size, into *p; an error (with
+ * a message naming op) when pool is NULL. */
+sc_status sc_pool2d_params_of(const char *op, const sc_pool2d_opts *pool, sc_pool2d_params *p);
+
+/* The output shape [N, C, OH, OW] of pooling x [N, C, H, W] by p; an error
+ * naming op when x is not 4-d or p does not fit it. */
+sc_status sc_pool2d_out_shape(const char *op, const sc_tensor *x, const sc_pool2d_params *p,
+                              int64_t shape[4]);
 
 /* concat along axis, as both backends walk it: the output is `outer` rows
  * (the product of the dimensions before the axis), each the inputs'

@@ -134,6 +134,14 @@ SC_API sc_status sc_nn_conv_bn_init(sc_nn_conv_bn *block, sc_params *params, con
 /* x [N, IN, H, W] -> [N, OUT, H_out, W_out] */
 SC_API sc_tensor *sc_nn_conv_bn_forward(sc_ctx *ctx, const sc_nn_conv_bn *block, sc_tensor *x);
 
+/* sc_max_pool2d(sc_nn_conv_bn_forward(ctx, block, x), pool), the usual
+ * conv-bn-relu-pool stage, with the pooling fused into batch norm: the
+ * same values and gradients, bit for bit, without the full-size
+ * activations after batch norm and their gradient ever in memory.
+ * x [N, IN, H, W] -> [N, OUT, H_pooled, W_pooled] */
+SC_API sc_tensor *sc_nn_conv_bn_max_pool_forward(sc_ctx *ctx, const sc_nn_conv_bn *block,
+                                                 sc_tensor *x, const sc_pool2d_opts *pool);
+
 /* Squeeze and excitation (Hu et al.): channel weights from the global
  * average, y = x * sigmoid(W2 relu(W1 mean_hw(x))). "<prefix>.reduce"
  * [C / r, C] and "<prefix>.expand" [C, C / r] are linear layers with bias

@@ -43,6 +43,25 @@ ALWAYS_INLINE float sc_cpu_relu_grad(float x, float g) { return x > 0.0f ? g : 0
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
+/* Pooling's geometry: x [planes, H, W] -> y [planes, OH, OW]. */
+typedef struct sc_cpu_pool_geom {
+    int64_t planes, h, w, oh, ow;
+    sc_pool2d_params p;
+    bool pairs; /* 2x2 windows, stride 2, no padding */
+} sc_cpu_pool_geom;
+
+sc_cpu_pool_geom sc_cpu_pool_geom_of(const sc_pool2d_params *p, const sc_tensor *x,
+                                     const sc_tensor *y);
+
+/* Max pooling of one plane, for max_pool2d and batch norm's fused pooling
+ * alike: y [OH, OW] = the max of x [H, W] under each window, arg [OH, OW]
+ * its flat index in the plane (the first where the max repeats); and
+ * backward, gx [H, W] (+)= gy [OH, OW] at the saved indices, gx zeroed
+ * first when fresh. */
+void sc_cpu_max_pool_plane(const sc_cpu_pool_geom *g, const float *x, float *y, int32_t *arg);
+void sc_cpu_max_pool_plane_grad(const sc_cpu_pool_geom *g, const float *gy, const int32_t *arg,
+                                float *gx, bool fresh);
+
 #define SC_CPU_KERNEL_DECL(id, name) extern const sc_kernel sc_cpu_kernel_##name;
 SC_OP_LIST(SC_CPU_KERNEL_DECL)
 #undef SC_CPU_KERNEL_DECL

@@ -7,7 +7,10 @@
  * that one backward serves both. With a relu fused in (sc_batch_norm_relu),
  * forward applies it to each row while the row is in cache, and backward
  * masks each row of the output's gradient as it comes to it, by the relu's
- * input found again from x.
+ * input found again from x. With max pooling fused in too
+ * (sc_batch_norm_max_pool2d), forward pools each row (an image's plane) in
+ * cache and saves the windows' max indices, and backward spreads each
+ * row's gradient back from the pooled one before the mask.
  *
  * Layer norm runs its rows in parallel, and its weight and bias gradients
  * by blocks of columns. Each sum has one owner and a fixed order (vector
@@ -25,34 +28,54 @@ enum { COL_BLOCK = 256 };
  * forward's output and backward's relu mask, so that both round alike. */
 ALWAYS_INLINE float bn_affine(float x, float k, float a, float b) { return (x - k) * a + b; }
 
-/* Batch norm's fused relu as backward sees it: per channel the mean,
- * scale (rstd weight) and bias forward applied, from which the relu's mask
- * is found again from x. Backward reads x anyway: the output, which it
- * would otherwise read for the mask, is a stream over memory more in each
- * of its two passes. */
-typedef struct bn_relu {
-    const float *mean, *bias; /* [C] */
-    float *scale;             /* [C] */
-    float *rows;              /* per-thread scratch rows, S floats each */
-} bn_relu;
+/* How backward finds, row by row, the gradient of batch norm's own output
+ * from the op's output gradient gy: spread back from the pooled gradient
+ * through the fused pooling's saved indices, then masked by the fused
+ * relu, whose input it finds again from x with the mean, scale (rstd
+ * weight) and bias forward applied. Backward reads x anyway: the relu's
+ * output, which it would otherwise read for the mask, is a stream over
+ * memory more in each of its two passes. */
+typedef struct bn_grad {
+    const float *gy;           /* [N, C, S], or [N, C, OH, OW] when pooled */
+    const int32_t *arg;        /* the pooling's indices [N, C, OH, OW]; NULL if none */
+    sc_cpu_pool_geom pool;     /* with arg */
+    const float *mean, *bias;  /* [C] */
+    const float *scale;        /* [C], the relu's; NULL without one */
+    float *rows;               /* per-thread scratch rows, S floats each */
+} bn_grad;
 
-/* The row g [len] of channel ch of the relu output's gradient taken
- * through the relu to its input, with the relu's input found from the row
- * x [len] of batch norm's input (sc_cpu_relu_grad); g itself when relu is
- * NULL. Rows are masked into the calling thread's scratch row, small
- * enough to stay in cache, and then go through the same loops as unmasked
- * rows: the same bits as the separate relu's gradient, which a reduction
- * that masked as it summed would not promise. */
-static const float *through_relu(const float *restrict g, const float *restrict x,
-                                 const bn_relu *relu, int64_t ch, int64_t len)
+/* own [len] = g [len] through the relu, whose input is batch norm's output
+ * of x [len] in channel ch; g may be own. */
+SC_CPU_CLONES
+static void mask_relu(float *own, const float *g, const float *restrict x, const bn_grad *v,
+                      int64_t ch, int64_t len)
 {
-    if (!relu)
-        return g;
-    float *restrict own = relu->rows + omp_get_thread_num() * len;
-    float k = relu->mean[ch], a = relu->scale[ch], b = relu->bias[ch];
+    float k = v->mean[ch], a = v->scale[ch], b = v->bias[ch];
 #pragma omp simd
     for (int64_t i = 0; i < len; i++)
         own[i] = sc_cpu_relu_grad(bn_affine(x[i], k, a, b), g[i]);
+}
+
+/* Row `row` (channel ch, S = len values) of the gradient of batch norm's
+ * output, x [len] being that row of its input. Rows are rebuilt into the
+ * calling thread's scratch row, small enough to stay in cache, by the
+ * same loops as the separate ops' backward (sc_cpu_max_pool_plane_grad,
+ * sc_cpu_relu_grad): the same bits, which a reduction that masked or
+ * gathered as it summed would not promise. */
+static const float *grad_row(const bn_grad *v, const float *restrict x, int64_t row, int64_t ch,
+                             int64_t len)
+{
+    if (!v->arg && !v->scale)
+        return v->gy + row * len;
+    float *own = v->rows + omp_get_thread_num() * len;
+    const float *g = v->gy + row * len;
+    if (v->arg) {
+        int64_t out = v->pool.oh * v->pool.ow;
+        sc_cpu_max_pool_plane_grad(&v->pool, v->gy + row * out, v->arg + row * out, own, true);
+        g = own;
+    }
+    if (v->scale)
+        mask_relu(own, g, x, v, ch, len);
     return own;
 }
 
@@ -92,13 +115,20 @@ static void row_stats(const float *x, int64_t len, double *mean, double *var)
     *var = fmax(s[1] / (double)len - (s[0] / (double)len) * (s[0] / (double)len), 0.0);
 }
 
-/* y [len] = (x - k) a + b */
+/* y [len] = (x - k) a + b, or relu of it */
+SC_CPU_CLONES
 static void affine_row(float *restrict y, const float *restrict x, float k, float a, float b,
-                       int64_t len)
+                       bool relu, int64_t len)
 {
+    if (relu) {
 #pragma omp simd
-    for (int64_t i = 0; i < len; i++)
-        y[i] = bn_affine(x[i], k, a, b);
+        for (int64_t i = 0; i < len; i++)
+            y[i] = sc_cpu_relu(bn_affine(x[i], k, a, b));
+    } else {
+#pragma omp simd
+        for (int64_t i = 0; i < len; i++)
+            y[i] = bn_affine(x[i], k, a, b);
+    }
 }
 
 /* ---------------------------------------------------------------------
@@ -121,11 +151,11 @@ static bn_geom bn_geom_of(const sc_tensor *x)
     return (bn_geom){x->shape[0], x->shape[1], rows > 0 ? x->numel / rows : 0};
 }
 
-/* s [C, 2] = per channel, over all its rows, the shifted sums of u (less
- * ku[ch], or 0 when ku is NULL) and of that times x less kx[ch]; u taken
- * through the relu unless relu is NULL. */
-static sc_status bn_channel_sums(sc_ctx *ctx, bn_geom g, const float *u, const bn_relu *relu,
-                                 const float *ku, const float *x, const float *kx, double *s)
+/* s [C, 2] = per channel, over all its rows, the shifted sums of u and of
+ * u (x - k[ch]): u = x - k[ch] when grad is NULL, else the gradient of
+ * batch norm's output (grad_row). */
+static sc_status bn_channel_sums(sc_ctx *ctx, bn_geom g, const bn_grad *grad, const float *x,
+                                 const float *k, double *s)
 {
     int64_t blocks = (g.n + BLOCK - 1) / BLOCK;
     double *part = sc_ctx_alloc(ctx, (size_t)(blocks * g.c * 2) * sizeof *part);
@@ -136,9 +166,10 @@ static sc_status bn_channel_sums(sc_ctx *ctx, bn_geom g, const float *u, const b
     for (int64_t b = 0; b < blocks; b++)
         for (int64_t n = b * BLOCK; n < g.n && n < (b + 1) * BLOCK; n++)
             for (int64_t ch = 0; ch < g.c; ch++) {
-                int64_t at = (n * g.c + ch) * g.s;
-                const float *row = through_relu(u + at, x + at, relu, ch, g.s);
-                shifted_sums(row, ku ? ku[ch] : 0.0f, x + at, kx[ch], NULL, g.s,
+                int64_t row = n * g.c + ch;
+                const float *xr = x + row * g.s;
+                const float *u = grad ? grad_row(grad, xr, row, ch, g.s) : xr;
+                shifted_sums(u, grad ? 0.0f : k[ch], xr, k[ch], NULL, g.s,
                              part + (b * g.c + ch) * 2);
             }
     memset(s, 0, (size_t)(g.c * 2) * sizeof *s);
@@ -160,7 +191,7 @@ static sc_status bn_batch_stats(const sc_node *node, bn_geom g, float *mean, flo
         return SC_ERR_NOMEM;
     for (int64_t ch = 0; ch < g.c; ch++) /* shift by a value of the channel */
         mean[ch] = x[ch * g.s];
-    SC_TRY(bn_channel_sums(node->ctx, g, x, NULL, mean, x, mean, s));
+    SC_TRY(bn_channel_sums(node->ctx, g, NULL, x, mean, s));
     for (int64_t ch = 0; ch < g.c; ch++) {
         double d = s[2 * ch] / m, mu = mean[ch] + d, var = fmax(s[2 * ch + 1] / m - d * d, 0.0);
         rm[ch] = (float)((1.0 - p->momentum) * rm[ch] + p->momentum * mu);
@@ -171,9 +202,30 @@ static sc_status bn_batch_stats(const sc_node *node, bn_geom g, float *mean, flo
     return SC_OK;
 }
 
-/* y = (x - mean) rstd weight + bias, or relu of it; saved[0] [2, C] holds
- * mean and rstd (the batch's in training mode, the running ones in eval
- * mode). */
+/* Per-thread scratch rows of S floats each, from the step arena. */
+static float *scratch_rows(sc_ctx *ctx, bn_geom g)
+{
+    return sc_ctx_alloc(ctx, (size_t)(omp_get_max_threads() * g.s) * sizeof(float));
+}
+
+/* For the fused pooling: saved[1] [N, C, OH, OW], the index of each
+ * window's max in its plane, *arg its data and *rows the scratch rows that
+ * hold the planes before pooling. */
+static sc_status bn_pool_prepare(sc_node *node, bn_geom g, int32_t **arg, float **rows)
+{
+    sc_tensor *args = sc_tensor_new(node->ctx, SC_I32, 4, node->out->shape);
+    *rows = scratch_rows(node->ctx, g);
+    if (!args || !*rows)
+        return SC_ERR_NOMEM;
+    node->saved[1] = args;
+    *arg = args->data;
+    return SC_OK;
+}
+
+/* y = (x - mean) rstd weight + bias, or relu of it, max-pooled when
+ * pooled; saved[0] [2, C] holds mean and rstd (the batch's in training
+ * mode, the running ones in eval mode). Each row is finished while it is
+ * in cache: a pooled one in a scratch row, never written out whole. */
 static sc_status batch_norm_forward(sc_node *node)
 {
     const sc_batch_norm_params *p = &node->params.batch_norm;
@@ -194,64 +246,91 @@ static sc_status batch_norm_forward(sc_node *node)
             rstd[ch] = (float)(1.0 / sqrt((double)rv[ch] + p->eps));
         }
     }
-#pragma omp parallel for schedule(static) if (node->out->numel > SC_CPU_PAR_MIN)
+    int32_t *arg = NULL;
+    float *rows = NULL;
+    sc_cpu_pool_geom pool = {0};
+    if (p->pooled) {
+        SC_TRY(bn_pool_prepare(node, g, &arg, &rows));
+        pool = sc_cpu_pool_geom_of(&p->pool, node->in[0], node->out);
+    }
+    int64_t out = pool.oh * pool.ow;
+#pragma omp parallel for schedule(static) if (node->in[0]->numel > SC_CPU_PAR_MIN)
     for (int64_t row = 0; row < g.n * g.c; row++) {
         int64_t ch = row % g.c;
-        float *yr = y + row * g.s;
-        affine_row(yr, x + row * g.s, mean[ch], rstd[ch] * w[ch], b[ch], g.s);
-        if (p->relu) /* while the row is in cache */
-            for (int64_t k = 0; k < g.s; k++)
-                yr[k] = sc_cpu_relu(yr[k]);
+        float *yr = p->pooled ? rows + omp_get_thread_num() * g.s : y + row * g.s;
+        affine_row(yr, x + row * g.s, mean[ch], rstd[ch] * w[ch], b[ch], p->relu, g.s);
+        if (p->pooled)
+            sc_cpu_max_pool_plane(&pool, yr, y + row * out, arg + row * out);
     }
     return SC_OK;
 }
 
-/* The fused relu's view for backward (bn_relu), from the step arena; NULL
- * without one, or on failure (*ok false). */
-static bn_relu *bn_relu_of(const sc_node *node, bn_geom g, const float *mean, const float *rstd,
-                           bool *ok)
+/* Backward's view of the op's output gradient gy (bn_grad), its scratch
+ * from the step arena. */
+static sc_status bn_grad_of(const sc_node *node, bn_geom g, const sc_tensor *gy,
+                            const float *mean, const float *rstd, bn_grad *v)
 {
-    *ok = true;
-    if (!node->params.batch_norm.relu)
-        return NULL;
-    bn_relu *r = sc_ctx_alloc(node->ctx, sizeof *r);
-    float *scale = sc_ctx_alloc(node->ctx, (size_t)g.c * sizeof *scale);
-    float *rows = sc_ctx_alloc(node->ctx, (size_t)(omp_get_max_threads() * g.s) * sizeof *rows);
-    if (!r || !scale || !rows) {
-        *ok = false;
-        return NULL;
+    const sc_batch_norm_params *p = &node->params.batch_norm;
+    *v = (bn_grad){.gy = sc_tensor_f32(gy), .mean = mean, .bias = sc_tensor_f32(node->in[2])};
+    if (p->pooled) {
+        v->arg = node->saved[1]->data;
+        v->pool = sc_cpu_pool_geom_of(&p->pool, node->in[0], node->out);
     }
-    const float *w = sc_tensor_f32(node->in[1]);
-    for (int64_t ch = 0; ch < g.c; ch++)
-        scale[ch] = rstd[ch] * w[ch]; /* as forward computes it */
-    *r = (bn_relu){mean, sc_tensor_f32(node->in[2]), scale, rows};
-    return r;
+    if (p->relu) {
+        float *scale = sc_ctx_alloc(node->ctx, (size_t)g.c * sizeof *scale);
+        if (!scale)
+            return SC_ERR_NOMEM;
+        const float *w = sc_tensor_f32(node->in[1]);
+        for (int64_t ch = 0; ch < g.c; ch++)
+            scale[ch] = rstd[ch] * w[ch]; /* as forward computes it */
+        v->scale = scale;
+    }
+    if ((p->pooled || p->relu) && !(v->rows = scratch_rows(node->ctx, g)))
+        return SC_ERR_NOMEM;
+    return SC_OK;
+}
+
+/* gx [len] (+)= a g + c (x - mu) + d, with coef = {a, c, d}; written
+ * when fresh. */
+SC_CPU_CLONES
+static void input_grad_row(float *restrict gx, const float *restrict g, const float *restrict x,
+                           float mu, const float *coef, bool fresh, int64_t len)
+{
+    float a = coef[0], c = coef[1], d = coef[2];
+    if (fresh) {
+#pragma omp simd
+        for (int64_t k = 0; k < len; k++)
+            gx[k] = a * g[k] + c * (x[k] - mu) + d;
+    } else {
+#pragma omp simd
+        for (int64_t k = 0; k < len; k++)
+            gx[k] += a * g[k] + c * (x[k] - mu) + d;
+    }
 }
 
 /* With xh = (x - mean) rstd, M = N S values per channel:
  *   gbias += sum g;  gweight += sum g xh;
  *   gx += weight rstd (g - sum g / M - xh sum g xh / M)   (training)
  *   gx += weight rstd g                                    (eval: constant stats)
- * The gx terms per channel: gx += a g + c (x - mean) + d. With a relu, g
- * is the output's gradient through it (through_relu). */
+ * The gx terms per channel: gx += a g + c (x - mean) + d. g is the
+ * gradient of batch norm's own output, found row by row (grad_row). */
 static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tensor *const *gin)
 {
     bool training = node->params.batch_norm.training;
     bn_geom g = bn_geom_of(node->in[0]);
     double m = (double)(g.n * g.s);
     const float *x = sc_tensor_f32(node->in[0]), *w = sc_tensor_f32(node->in[1]),
-                *gyd = sc_tensor_f32(gy), *mean = sc_tensor_f32(node->saved[0]),
-                *rstd = mean + g.c;
+                *mean = sc_tensor_f32(node->saved[0]), *rstd = mean + g.c;
     float *gx = gin[0] ? sc_tensor_f32(gin[0]) : NULL;
     float *gw = gin[1] ? sc_tensor_f32(gin[1]) : NULL, *gb = gin[2] ? sc_tensor_f32(gin[2]) : NULL;
     double *s = sc_ctx_alloc(node->ctx, (size_t)(2 * g.c) * sizeof *s); /* sum g, sum g (x - mean) */
     float *coef = sc_ctx_alloc(node->ctx, (size_t)(3 * g.c) * sizeof *coef); /* a, c, d */
-    bool ok;
-    const bn_relu *relu = bn_relu_of(node, g, mean, rstd, &ok); /* for both passes */
-    if (!s || !coef || !ok)
+    bn_grad v;
+    if (!s || !coef)
         return SC_ERR_NOMEM;
+    SC_TRY(bn_grad_of(node, g, gy, mean, rstd, &v)); /* for both passes */
     if (gw || gb || (gx && training))
-        SC_TRY(bn_channel_sums(node->ctx, g, gyd, relu, NULL, x, mean, s));
+        SC_TRY(bn_channel_sums(node->ctx, g, &v, x, mean, s));
     for (int64_t ch = 0; ch < g.c; ch++) {
         double r = rstd[ch], sum_gxh = s[2 * ch + 1] * r, a = w[ch] * r;
         if (gb)
@@ -265,22 +344,12 @@ static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tens
     if (!gx)
         return SC_OK;
     bool fresh = sc_node_grad_fresh(node, 0);
-#pragma omp parallel for schedule(static) if (gy->numel > SC_CPU_PAR_MIN)
+#pragma omp parallel for schedule(static) if (node->in[0]->numel > SC_CPU_PAR_MIN)
     for (int64_t row = 0; row < g.n * g.c; row++) {
         int64_t ch = row % g.c;
-        float a = coef[3 * ch], c = coef[3 * ch + 1], d = coef[3 * ch + 2], mu = mean[ch];
-        float *restrict gxr = gx + row * g.s;
-        const float *restrict xr = x + row * g.s;
-        const float *restrict gr = through_relu(gyd + row * g.s, xr, relu, ch, g.s);
-        if (fresh) {
-#pragma omp simd
-            for (int64_t k = 0; k < g.s; k++)
-                gxr[k] = a * gr[k] + c * (xr[k] - mu) + d;
-        } else {
-#pragma omp simd
-            for (int64_t k = 0; k < g.s; k++)
-                gxr[k] += a * gr[k] + c * (xr[k] - mu) + d;
-        }
+        const float *xr = x + row * g.s;
+        input_grad_row(gx + row * g.s, grad_row(&v, xr, row, ch, g.s), xr, mean[ch],
+                       coef + 3 * ch, fresh, g.s);
     }
     return SC_OK;
 }

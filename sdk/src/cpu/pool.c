@@ -7,21 +7,19 @@
 
 #include "cpu.h"
 
-typedef struct pool_geom {
-    int64_t planes, h, w, oh, ow; /* x [planes, H, W] -> y [planes, OH, OW] */
-    sc_pool2d_params p;
-    bool pairs; /* 2x2 windows, stride 2, no padding */
-} pool_geom;
-
-static pool_geom pool_geom_of(const sc_node *node)
+sc_cpu_pool_geom sc_cpu_pool_geom_of(const sc_pool2d_params *p, const sc_tensor *x,
+                                     const sc_tensor *y)
 {
-    const sc_tensor *x = node->in[0], *y = node->out;
-    const sc_pool2d_params *p = &node->params.pool2d;
     bool pairs = true;
     for (int d = 0; d < 2; d++)
         pairs = pairs && p->kernel[d] == 2 && p->stride[d] == 2 && p->padding[d] == 0;
-    return (pool_geom){x->shape[0] * x->shape[1], x->shape[2], x->shape[3], y->shape[2],
-                       y->shape[3], *p, pairs};
+    return (sc_cpu_pool_geom){x->shape[0] * x->shape[1], x->shape[2], x->shape[3], y->shape[2],
+                              y->shape[3], *p, pairs};
+}
+
+static sc_cpu_pool_geom pool_geom_of(const sc_node *node)
+{
+    return sc_cpu_pool_geom_of(&node->params.pool2d, node->in[0], node->out);
 }
 
 /* The input span [*lo, *hi) under output o's window along one axis;
@@ -65,6 +63,7 @@ static float window_max(const float *restrict x, window b, int32_t *at)
 
 /* One plane through 2x2 windows at stride 2 without padding (the usual
  * pooling), in a loop over output columns that vectorises. */
+SC_CPU_CLONES
 static void max_pool_2x2(const float *restrict x, int64_t w, float *restrict y,
                          int32_t *restrict arg, int64_t oh, int64_t ow)
 {
@@ -105,7 +104,7 @@ typedef enum pool_mode { POOL_MAX, POOL_AVG, POOL_AVG_BACKWARD } pool_mode;
 /* One plane: y [OH, OW] = the max (with arg) or mean of x [H, W] under each
  * window; or, backward, each window of x += y / (KH KW). Average pooling
  * counts the padding (count_include_pad). */
-ALWAYS_INLINE void pool_plane(const pool_geom *g, pool_mode mode, float *x, float *y,
+ALWAYS_INLINE void pool_plane(const sc_cpu_pool_geom *g, pool_mode mode, float *x, float *y,
                               int32_t *arg)
 {
     const sc_pool2d_params *p = &g->p;
@@ -131,7 +130,7 @@ ALWAYS_INLINE void pool_plane(const pool_geom *g, pool_mode mode, float *x, floa
 }
 
 /* Runs pool_plane on every plane, in parallel; x and y are whole tensors. */
-ALWAYS_INLINE void pool_planes(const pool_geom *g, pool_mode mode, float *x, float *y,
+ALWAYS_INLINE void pool_planes(const sc_cpu_pool_geom *g, pool_mode mode, float *x, float *y,
                                int32_t *arg)
 {
     int64_t in = g->h * g->w, out = g->oh * g->ow;
@@ -140,13 +139,69 @@ ALWAYS_INLINE void pool_planes(const pool_geom *g, pool_mode mode, float *x, flo
         pool_plane(g, mode, x + c * in, y + c * out, arg ? arg + c * out : NULL);
 }
 
+void sc_cpu_max_pool_plane(const sc_cpu_pool_geom *g, const float *x, float *y, int32_t *arg)
+{
+    pool_plane(g, POOL_MAX, (float *)x, y, arg);
+}
+
+/* v where take, else +0: with a bit mask, never a branch (a coin flip on
+ * real data). */
+ALWAYS_INLINE float keep_if(bool take, float v)
+{
+    union { float f; uint32_t u; } r = {v};
+    r.u &= 0u - (uint32_t)take;
+    return r.f;
+}
+
+/* sc_cpu_max_pool_plane_grad of 2x2 windows at stride 2 into a fresh gx:
+ * each window's max gets 0 + gy (what zeroing and adding gives: +0 for a
+ * -0 gradient) and the rest of gx 0, every element written once, in loops
+ * over output columns that vectorise. */
+SC_CPU_CLONES
+static void max_unpool_2x2(const float *restrict gy, const int32_t *restrict arg,
+                           float *restrict gx, int64_t h, int64_t w, int64_t oh, int64_t ow)
+{
+    for (int64_t oy = 0; oy < oh; oy++) {
+        float *r0 = gx + 2 * oy * w, *r1 = r0 + w;
+        int32_t top = (int32_t)(2 * oy * w), bottom = top + (int32_t)w;
+        const float *g = gy + oy * ow;
+        const int32_t *at = arg + oy * ow;
+#pragma omp simd
+        for (int64_t ox = 0; ox < ow; ox++) { /* addresses in int64_t, to be affine in ox */
+            int32_t j = 2 * (int32_t)ox;
+            float v = 0.0f + g[ox];
+            r0[2 * ox] = keep_if(at[ox] == top + j, v);
+            r0[2 * ox + 1] = keep_if(at[ox] == top + j + 1, v);
+            r1[2 * ox] = keep_if(at[ox] == bottom + j, v);
+            r1[2 * ox + 1] = keep_if(at[ox] == bottom + j + 1, v);
+        }
+        for (int64_t ix = 2 * ow; ix < w; ix++) /* an odd width's last column */
+            r0[ix] = r1[ix] = 0.0f;
+    }
+    if (2 * oh < h) /* an odd height's last row */
+        memset(gx + 2 * oh * w, 0, (size_t)w * sizeof *gx);
+}
+
+void sc_cpu_max_pool_plane_grad(const sc_cpu_pool_geom *g, const float *restrict gy,
+                                const int32_t *restrict arg, float *restrict gx, bool fresh)
+{
+    if (fresh && g->pairs) {
+        max_unpool_2x2(gy, arg, gx, g->h, g->w, g->oh, g->ow);
+        return;
+    }
+    if (fresh)
+        memset(gx, 0, (size_t)(g->h * g->w) * sizeof *gx);
+    for (int64_t o = 0; o < g->oh * g->ow; o++)
+        gx[arg[o]] += gy[o];
+}
+
 static sc_status max_pool2d_forward(sc_node *node)
 {
     sc_tensor *arg = sc_tensor_new(node->ctx, SC_I32, node->out->ndim, node->out->shape);
     if (!arg)
         return SC_ERR_NOMEM;
     node->saved[0] = arg;
-    pool_geom g = pool_geom_of(node);
+    sc_cpu_pool_geom g = pool_geom_of(node);
     pool_planes(&g, POOL_MAX, sc_tensor_f32(node->in[0]), sc_tensor_f32(node->out), arg->data);
     return SC_OK;
 }
@@ -156,25 +211,21 @@ static sc_status max_pool2d_forward(sc_node *node)
 static sc_status max_pool2d_backward(sc_node *node, const sc_tensor *gy,
                                      sc_tensor *const *gin)
 {
-    pool_geom g = pool_geom_of(node);
+    sc_cpu_pool_geom g = pool_geom_of(node);
     int64_t in = g.h * g.w, out = g.oh * g.ow;
     const int32_t *arg = node->saved[0]->data;
     const float *gyd = sc_tensor_f32(gy);
     float *gx = sc_tensor_f32(gin[0]);
     bool fresh = sc_node_grad_fresh(node, 0);
 #pragma omp parallel for schedule(static) if (g.planes * in > SC_CPU_PAR_MIN)
-    for (int64_t c = 0; c < g.planes; c++) {
-        if (fresh)
-            memset(gx + c * in, 0, (size_t)in * sizeof *gx);
-        for (int64_t o = 0; o < out; o++)
-            gx[c * in + arg[c * out + o]] += gyd[c * out + o];
-    }
+    for (int64_t c = 0; c < g.planes; c++)
+        sc_cpu_max_pool_plane_grad(&g, gyd + c * out, arg + c * out, gx + c * in, fresh);
     return SC_OK;
 }
 
 static sc_status avg_pool2d_forward(sc_node *node)
 {
-    pool_geom g = pool_geom_of(node);
+    sc_cpu_pool_geom g = pool_geom_of(node);
     pool_planes(&g, POOL_AVG, sc_tensor_f32(node->in[0]), sc_tensor_f32(node->out), NULL);
     return SC_OK;
 }
@@ -182,7 +233,7 @@ static sc_status avg_pool2d_forward(sc_node *node)
 static sc_status avg_pool2d_backward(sc_node *node, const sc_tensor *gy,
                                      sc_tensor *const *gin)
 {
-    pool_geom g = pool_geom_of(node);
+    sc_cpu_pool_geom g = pool_geom_of(node);
     pool_planes(&g, POOL_AVG_BACKWARD, sc_tensor_f32(gin[0]), sc_tensor_f32(gy), NULL);
     return SC_OK;
 }

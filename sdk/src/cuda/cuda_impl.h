@@ -173,6 +173,13 @@ sc_status sc_nvml_memory(int index, const cudaUUID_t *uuid, size_t *free_bytes,
 sc_status sc_cudnn_tensor_4d(cudnnTensorDescriptor_t *desc, cudnnDataType_t type, int64_t n,
                              int64_t c, int64_t h, int64_t w);
 
+/* Max pooling of x [N, C, H, W] into y [N, C, OH, OW] by p, through
+ * cuDNN as max_pool2d's kernels do, for batch norm's fused pooling
+ * (pool.cu): y = pool(x) when gy is NULL, else gx [N, C, H, W] = the
+ * pooling's gradient from gy [N, C, OH, OW] (written, not added to). */
+sc_status sc_cuda_max_pool2d(sc_ctx *ctx, const sc_tensor *x, const sc_tensor *y,
+                             const sc_pool2d_params *p, const sc_tensor *gy, sc_tensor *gx);
+
 /* The kernels of every op, defined in the .cu files with C linkage. They
  * add into every gradient (writes_grads 0). */
 #define SC_CUDA_KERNEL_DECL(id, name) extern const sc_kernel sc_cuda_kernel_##name;

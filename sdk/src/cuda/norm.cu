@@ -20,7 +20,10 @@
  * gw += sum g xh, gb += sum g.
  *
  * A fused relu (sc_batch_norm_relu) runs as a kernel of its own after
- * forward, and before backward on the output's gradient.
+ * forward, and before backward on the output's gradient. Fused max
+ * pooling (sc_batch_norm_max_pool2d) runs after that through cuDNN, as
+ * max_pool2d does, from batch norm's output kept in saved[1], and its
+ * backward first, into a fresh gradient of that output.
  *
  * Layer norm has kernels of its own. A warp per row computes the mean,
  * then the variance as the mean square about it, then y (three passes
@@ -159,7 +162,7 @@ static __global__ void bn_relu_grad_kernel(const float *z, const float *gz, floa
 
 /* Training: y with the batch's statistics, saved into mean and rstd, and
  * the running statistics updated. */
-static sc_status bn_forward_batch(sc_node *node, const bn_descs *d)
+static sc_status bn_forward_batch(sc_node *node, const bn_descs *d, void *y)
 {
     const sc_batch_norm_params *p = &node->params.batch_norm;
     float *mean = sc_tensor_f32(node->saved[0]), *rstd = mean + node->in[0]->shape[1];
@@ -168,7 +171,7 @@ static sc_status bn_forward_batch(sc_node *node, const bn_descs *d)
      * running_mean, running_var [C] = (1 - momentum) running + momentum batch */
     SC_CUDNN_TRY(cudnnBatchNormalizationForwardTraining(
         sc_cuda_ctx_dev(node->ctx)->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d->x,
-        node->in[0]->data, d->x, node->out->data, d->stats, node->in[1]->data, node->in[2]->data,
+        node->in[0]->data, d->x, y, d->stats, node->in[1]->data, node->in[2]->data,
         (double)p->momentum, node->in[3]->data, node->in[4]->data, (double)p->eps, mean, rstd));
     return SC_OK;
 }
@@ -187,48 +190,62 @@ static sc_status bn_save_running_stats(sc_node *node)
 }
 
 /* Eval: y with the running statistics, saved into mean and rstd. */
-static sc_status bn_forward_running(sc_node *node, const bn_descs *d)
+static sc_status bn_forward_running(sc_node *node, const bn_descs *d, void *y)
 {
     const sc_batch_norm_params *p = &node->params.batch_norm;
     float one = 1.0f, zero = 0.0f;
     /* y [N, C, S] = (x - running_mean) / sqrt(running_var + eps) w + b */
     SC_CUDNN_TRY(cudnnBatchNormalizationForwardInference(
         sc_cuda_ctx_dev(node->ctx)->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d->x,
-        node->in[0]->data, d->x, node->out->data, d->stats, node->in[1]->data, node->in[2]->data,
+        node->in[0]->data, d->x, y, d->stats, node->in[1]->data, node->in[2]->data,
         node->in[3]->data, node->in[4]->data, (double)p->eps));
     return bn_save_running_stats(node);
 }
 
-/* y = (x - mean) rstd weight + bias per channel; saved[0] [2, C] holds
- * mean and rstd (the batch's in training mode, the running ones in eval
- * mode). */
+/* Batch norm's own output (before any fused pooling): the op's output,
+ * or with pooling saved[1], from the step arena. */
+static sc_tensor *bn_output(const sc_node *node)
+{
+    return node->params.batch_norm.pooled ? node->saved[1] : node->out;
+}
+
+/* y = (x - mean) rstd weight + bias per channel, or relu of it, max-pooled
+ * into the op's output when pooled; saved[0] [2, C] holds mean and rstd
+ * (the batch's in training mode, the running ones in eval mode). */
 static sc_status batch_norm_forward(sc_node *node)
 {
     const sc_batch_norm_params *p = &node->params.batch_norm;
     if (p->eps < CUDNN_BN_MIN_EPSILON)
         return sc_error_set(SC_ERR_INVALID, "batch_norm: eps %g is below cuDNN's minimum %g",
                             (double)p->eps, (double)CUDNN_BN_MIN_EPSILON);
-    bn_geom g = bn_geom_of(node->in[0]);
+    const sc_tensor *x = node->in[0];
+    bn_geom g = bn_geom_of(x);
     int64_t shape[2] = {2, g.c};
     sc_tensor *stats = sc_tensor_new(node->ctx, SC_F32, 2, shape);
     if (!stats)
         return SC_ERR_NOMEM;
     node->saved[0] = stats;
+    if (p->pooled && !(node->saved[1] = sc_tensor_new(node->ctx, SC_F32, x->ndim, x->shape)))
+        return SC_ERR_NOMEM;
     /* An empty x (eval mode only: training needs two values per channel)
      * leaves no y to compute, and cuDNN takes no empty tensor. */
-    if (node->in[0]->numel == 0)
+    if (x->numel == 0)
         return bn_save_running_stats(node);
+    sc_tensor *y = bn_output(node);
     bn_descs d = {};
     sc_status status = bn_descs_make(&d, g);
     if (status == SC_OK)
-        status = p->training ? bn_forward_batch(node, &d) : bn_forward_running(node, &d);
+        status = p->training ? bn_forward_batch(node, &d, y->data)
+                             : bn_forward_running(node, &d, y->data);
     bn_descs_free(&d);
-    if (status != SC_OK || !p->relu)
+    if (status != SC_OK)
         return status;
-    SC_LAUNCH(bn_relu_kernel, sc_cuda_blocks(node->out->numel), SC_CUDA_THREADS, 0,
-              sc_cuda_stream(node->ctx), sc_tensor_f32(node->out), node->out->numel);
-    SC_CUDA_LAUNCHED("bn_relu_kernel");
-    return SC_OK;
+    if (p->relu) {
+        SC_LAUNCH(bn_relu_kernel, sc_cuda_blocks(y->numel), SC_CUDA_THREADS, 0,
+                  sc_cuda_stream(node->ctx), sc_tensor_f32(y), y->numel);
+        SC_CUDA_LAUNCHED("bn_relu_kernel");
+    }
+    return p->pooled ? sc_cuda_max_pool2d(node->ctx, y, node->out, &p->pool, NULL, NULL) : SC_OK;
 }
 
 /* A gradient's data, or arena scratch of n floats where it is not wanted. */
@@ -286,29 +303,41 @@ static sc_status bn_backward_running(sc_node *node, const sc_tensor *gy, sc_tens
     return SC_OK;
 }
 
-/* *gy = the gradient of a fused relu's input, in arena scratch: what
- * batch norm's backward then takes as its output's gradient. */
-static sc_status bn_relu_backward(sc_node *node, const sc_tensor *gz, const sc_tensor **gy)
+/* *gy = the gradient of batch norm's own output, in arena scratch, from
+ * that of the op's output: through the fused pooling, then the fused
+ * relu (each when there is one). */
+static sc_status bn_fused_backward(sc_node *node, const sc_tensor **gy)
 {
-    sc_tensor *g = sc_tensor_new(node->ctx, SC_F32, gz->ndim, gz->shape);
+    const sc_batch_norm_params *p = &node->params.batch_norm;
+    const sc_tensor *y = bn_output(node);
+    sc_tensor *g = sc_tensor_new(node->ctx, SC_F32, y->ndim, y->shape);
     if (!g)
         return SC_ERR_NOMEM;
-    SC_LAUNCH(bn_relu_grad_kernel, sc_cuda_blocks(g->numel), SC_CUDA_THREADS, 0,
-              sc_cuda_stream(node->ctx), sc_tensor_f32(node->out), sc_tensor_f32(gz),
-              sc_tensor_f32(g), g->numel);
-    SC_CUDA_LAUNCHED("bn_relu_grad_kernel");
+    const sc_tensor *gz = *gy;
+    if (p->pooled) {
+        SC_TRY(sc_cuda_max_pool2d(node->ctx, y, node->out, &p->pool, gz, g));
+        gz = g;
+    }
+    if (p->relu) {
+        /* in place when pooled: element-wise */
+        SC_LAUNCH(bn_relu_grad_kernel, sc_cuda_blocks(g->numel), SC_CUDA_THREADS, 0,
+                  sc_cuda_stream(node->ctx), sc_tensor_f32(y), sc_tensor_f32(gz),
+                  sc_tensor_f32(g), g->numel);
+        SC_CUDA_LAUNCHED("bn_relu_grad_kernel");
+    }
     *gy = g;
     return SC_OK;
 }
 
 static sc_status batch_norm_backward(sc_node *node, const sc_tensor *gy, sc_tensor *const *gin)
 {
+    const sc_batch_norm_params *p = &node->params.batch_norm;
     /* An empty x: gx is empty, and gw, gb add sums over no values. */
     if ((!gin[0] && !gin[1] && !gin[2]) || node->in[0]->numel == 0)
         return SC_OK;
-    if (node->params.batch_norm.relu)
-        SC_TRY(bn_relu_backward(node, gy, &gy));
-    if (!node->params.batch_norm.training)
+    if (p->relu || p->pooled)
+        SC_TRY(bn_fused_backward(node, &gy));
+    if (!p->training)
         return bn_backward_running(node, gy, gin);
     bn_descs d = {};
     sc_status status = bn_descs_make(&d, bn_geom_of(node->in[0]));

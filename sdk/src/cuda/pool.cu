@@ -8,7 +8,8 @@
  * PyTorch's count_include_pad). Max pooling's backward reads x and y
  * (node->out) again instead of a saved argmax; where a window holds its
  * maximum twice, which one gets the gradient is cuDNN's choice, not
- * necessarily the CPU's first. Backward accumulates (beta = 1).
+ * necessarily the CPU's first. Backward accumulates (beta = 1); for batch
+ * norm's fused pooling (sc_cuda_max_pool2d) it writes a fresh gradient.
  *
  * global_avg_pool has kernels of its own: a warp per plane forward, an
  * element-wise spread backward. */
@@ -31,14 +32,14 @@ static void pool_descs_free(pool_descs *d)
         cudnnDestroyPoolingDescriptor(d->pool);
 }
 
-/* The descriptors of node's pooling in mode; on failure, those made so
- * far are left in d for pool_descs_free. */
-static sc_status pool_descs_make(pool_descs *d, const sc_node *node, cudnnPoolingMode_t mode)
+/* The descriptors of pooling x [N, C, H, W] into y [N, C, OH, OW] by p in
+ * mode; on failure, those made so far are left in d for pool_descs_free. */
+static sc_status pool_descs_make(pool_descs *d, const sc_tensor *x, const sc_tensor *y,
+                                 const sc_pool2d_params *p, cudnnPoolingMode_t mode)
 {
-    const int64_t *x = node->in[0]->shape, *y = node->out->shape;
-    const sc_pool2d_params *p = &node->params.pool2d;
-    SC_TRY(sc_cudnn_tensor_4d(&d->x, CUDNN_DATA_FLOAT, x[0], x[1], x[2], x[3]));
-    SC_TRY(sc_cudnn_tensor_4d(&d->y, CUDNN_DATA_FLOAT, y[0], y[1], y[2], y[3]));
+    const int64_t *xs = x->shape, *ys = y->shape;
+    SC_TRY(sc_cudnn_tensor_4d(&d->x, CUDNN_DATA_FLOAT, xs[0], xs[1], xs[2], xs[3]));
+    SC_TRY(sc_cudnn_tensor_4d(&d->y, CUDNN_DATA_FLOAT, ys[0], ys[1], ys[2], ys[3]));
     SC_CUDNN_TRY(cudnnCreatePoolingDescriptor(&d->pool));
     /* windows kernel[0] x kernel[1], padded by padding, moved by stride */
     SC_CUDNN_TRY(cudnnSetPooling2dDescriptor(d->pool, mode, CUDNN_PROPAGATE_NAN, p->kernel[0],
@@ -47,49 +48,64 @@ static sc_status pool_descs_make(pool_descs *d, const sc_node *node, cudnnPoolin
     return SC_OK;
 }
 
-/* Forward (gy and gx NULL): y [N, C, OH, OW] = the pooled x [N, C, H, W].
- * Backward: gx [N, C, H, W] += the gradient of the pooling from
- * gy [N, C, OH, OW]. */
-static sc_status pool_call(const pool_descs *d, sc_node *node, const sc_tensor *gy,
-                           sc_tensor *gx)
+/* Forward (gy and gx NULL): y = pool(x). Backward: gx = beta gx + the
+ * gradient of the pooling (given x and y) applied to gy. */
+static sc_status pool_call(const pool_descs *d, sc_ctx *ctx, const sc_tensor *x,
+                           const sc_tensor *y, const sc_tensor *gy, sc_tensor *gx, float beta)
 {
-    cudnnHandle_t cudnn = sc_cuda_ctx_dev(node->ctx)->cudnn;
-    const void *x = node->in[0]->data;
-    void *y = node->out->data;
+    cudnnHandle_t cudnn = sc_cuda_ctx_dev(ctx)->cudnn;
     float one = 1.0f, zero = 0.0f;
     if (!gy) {
         /* y = pool(x) */
-        SC_CUDNN_TRY(cudnnPoolingForward(cudnn, d->pool, &one, d->x, x, &zero, d->y, y));
+        SC_CUDNN_TRY(cudnnPoolingForward(cudnn, d->pool, &one, d->x, x->data, &zero, d->y,
+                                         y->data));
     } else {
-        /* gx += the pooling's gradient for x (given x and y) applied to gy */
-        SC_CUDNN_TRY(cudnnPoolingBackward(cudnn, d->pool, &one, d->y, y, d->y, gy->data, d->x, x,
-                                          &one, d->x, gx->data));
+        /* gx = beta gx + the pooling's gradient for x (given x and y) applied to gy */
+        SC_CUDNN_TRY(cudnnPoolingBackward(cudnn, d->pool, &one, d->y, y->data, d->y, gy->data,
+                                          d->x, x->data, &beta, d->x, gx->data));
     }
     return SC_OK;
 }
 
-/* pool_call with node's descriptors for mode, made and destroyed here. */
-static sc_status pool_run(sc_node *node, cudnnPoolingMode_t mode, const sc_tensor *gy,
-                          sc_tensor *gx)
+/* pool_call for pooling x [N, C, H, W] into y [N, C, OH, OW] by p in mode,
+ * with descriptors made and destroyed here; op names the op in errors. */
+static sc_status pool_tensors(sc_ctx *ctx, const char *op, const sc_tensor *x,
+                              const sc_tensor *y, const sc_pool2d_params *p,
+                              cudnnPoolingMode_t mode, const sc_tensor *gy, sc_tensor *gx,
+                              float beta)
 {
     /* cuDNN takes no empty tensor. An empty batch (or no channel) has
      * nothing to compute; empty planes (H or W 0) under windows of padding
      * only are not supported. */
-    if (node->out->numel == 0)
+    if (y->numel == 0)
         return SC_OK;
-    if (node->in[0]->numel == 0) {
+    if (x->numel == 0) {
         char sx[64];
-        const sc_tensor *x = node->in[0];
-        return sc_error_set(SC_ERR_UNSUPPORTED, "%s: cuDNN cannot pool the empty input %s",
-                            sc_op_desc_get(node->op)->name,
+        return sc_error_set(SC_ERR_UNSUPPORTED, "%s: cuDNN cannot pool the empty input %s", op,
                             sc_shape_str(x->ndim, x->shape, sx, sizeof sx));
     }
     pool_descs d = {};
-    sc_status status = pool_descs_make(&d, node, mode);
+    sc_status status = pool_descs_make(&d, x, y, p, mode);
     if (status == SC_OK)
-        status = pool_call(&d, node, gy, gx);
+        status = pool_call(&d, ctx, x, y, gy, gx, beta);
     pool_descs_free(&d);
     return status;
+}
+
+/* pool_tensors for node, adding into gx. */
+static sc_status pool_run(sc_node *node, cudnnPoolingMode_t mode, const sc_tensor *gy,
+                          sc_tensor *gx)
+{
+    return pool_tensors(node->ctx, sc_op_desc_get(node->op)->name, node->in[0], node->out,
+                        &node->params.pool2d, mode, gy, gx, 1.0f);
+}
+
+extern "C" sc_status sc_cuda_max_pool2d(sc_ctx *ctx, const sc_tensor *x, const sc_tensor *y,
+                                         const sc_pool2d_params *p, const sc_tensor *gy,
+                                         sc_tensor *gx)
+{
+    return pool_tensors(ctx, "batch_norm (max_pool2d)", x, y, p,
+                        CUDNN_POOLING_MAX_DETERMINISTIC, gy, gx, 0.0f);
 }
 
 static sc_status max_pool2d_forward(sc_node *node)

@@ -17,10 +17,12 @@ static sc_status check_vector(const sc_node *node, int i, const char *what, int6
     return SC_OK;
 }
 
-/* x [N, C, ...]; weight, bias, running_mean, running_var [C]. */
+/* x [N, C, ...]; weight, bias, running_mean, running_var [C]. The output
+ * is x's shape, or pooled [N, C, OH, OW]. */
 static sc_status infer_batch_norm(const sc_node *node, sc_tensor *out)
 {
     static const char *const names[] = {"x", "weight", "bias", "running_mean", "running_var"};
+    const sc_batch_norm_params *p = &node->params.batch_norm;
     const sc_tensor *x = node->in[0];
     char sx[64];
     SC_TRY(sc_check_f32(node, 0));
@@ -31,11 +33,15 @@ static sc_status infer_batch_norm(const sc_node *node, sc_tensor *out)
         SC_TRY(check_vector(node, i, names[i], x->shape[1]));
     /* The variance of one value per channel is undefined (PyTorch refuses too). */
     int64_t per_channel = x->shape[1] > 0 ? x->numel / x->shape[1] : 0;
-    if (node->params.batch_norm.training && per_channel < 2)
+    if (p->training && per_channel < 2)
         return sc_error_set(SC_ERR_INVALID, "batch_norm: training needs more than one value "
                             "per channel, got input %s",
                             sc_shape_str(x->ndim, x->shape, sx, sizeof sx));
-    return sc_tensor_init(out, SC_F32, x->ndim, x->shape);
+    if (!p->pooled)
+        return sc_tensor_init(out, SC_F32, x->ndim, x->shape);
+    int64_t shape[4];
+    SC_TRY(sc_pool2d_out_shape("batch_norm (max_pool2d)", x, &p->pool, shape));
+    return sc_tensor_init(out, SC_F32, 4, shape);
 }
 
 /* x [..., D]; weight and bias [D] when present. */
@@ -58,11 +64,14 @@ static sc_status infer_layer_norm(const sc_node *node, sc_tensor *out)
 }
 
 /* Normalising is one multiply-add per element; batch statistics add a sum
- * and a sum of squares (3 more), and a relu one. */
+ * and a sum of squares (3 more), a relu one, and max pooling one
+ * comparison per window tap. */
 static double flops_batch_norm(const sc_node *node)
 {
     const sc_batch_norm_params *p = &node->params.batch_norm;
-    return ((p->training ? 5.0 : 2.0) + p->relu) * (double)node->out->numel;
+    double pool = p->pooled ? (double)node->out->numel * p->pool.kernel[0] * p->pool.kernel[1]
+                            : 0.0;
+    return ((p->training ? 5.0 : 2.0) + p->relu) * (double)node->in[0]->numel + pool;
 }
 
 /* Mean and variance (3 per element), normalising (2), then one each for
@@ -78,27 +87,38 @@ const sc_op_desc sc_op_desc_batch_norm = {"batch_norm", 5, 5, 0, infer_batch_nor
 const sc_op_desc sc_op_desc_layer_norm = {"layer_norm", 1, 3, 0, infer_layer_norm,
                                           flops_layer_norm};
 
-static sc_tensor *batch_norm(sc_ctx *ctx, sc_tensor *const in[5], float momentum, float eps,
-                             bool relu)
+static sc_op_params batch_norm_params(sc_ctx *ctx, float momentum, float eps, bool relu)
 {
-    sc_op_params params = {.batch_norm = {momentum, eps, sc_ctx_training(ctx), relu}};
-    return sc_op_run(ctx, SC_OP_BATCH_NORM, 5, in, &params);
+    return (sc_op_params){.batch_norm = {.momentum = momentum, .eps = eps,
+                                         .training = sc_ctx_training(ctx), .relu = relu}};
 }
 
 sc_tensor *sc_batch_norm(sc_ctx *ctx, sc_tensor *x, sc_tensor *weight, sc_tensor *bias,
                          sc_tensor *running_mean, sc_tensor *running_var, float momentum,
                          float eps)
 {
-    return batch_norm(ctx, (sc_tensor *[]){x, weight, bias, running_mean, running_var},
-                      momentum, eps, false);
+    sc_op_params params = batch_norm_params(ctx, momentum, eps, false);
+    return sc_op_run(ctx, SC_OP_BATCH_NORM, 5,
+                     (sc_tensor *[]){x, weight, bias, running_mean, running_var}, &params);
 }
 
 sc_tensor *sc_batch_norm_relu(sc_ctx *ctx, sc_tensor *x, sc_tensor *weight, sc_tensor *bias,
                               sc_tensor *running_mean, sc_tensor *running_var, float momentum,
                               float eps)
 {
-    return batch_norm(ctx, (sc_tensor *[]){x, weight, bias, running_mean, running_var},
-                      momentum, eps, true);
+    sc_op_params params = batch_norm_params(ctx, momentum, eps, true);
+    return sc_op_run(ctx, SC_OP_BATCH_NORM, 5,
+                     (sc_tensor *[]){x, weight, bias, running_mean, running_var}, &params);
+}
+
+sc_tensor *sc_batch_norm_max_pool2d(sc_ctx *ctx, sc_tensor *const in[5], float momentum,
+                                    float eps, bool relu, const sc_pool2d_opts *pool)
+{
+    sc_op_params params = batch_norm_params(ctx, momentum, eps, relu);
+    params.batch_norm.pooled = true;
+    if (sc_pool2d_params_of("batch_norm (max_pool2d)", pool, &params.batch_norm.pool) != SC_OK)
+        return NULL;
+    return sc_op_run(ctx, SC_OP_BATCH_NORM, 5, in, &params);
 }
 
 sc_tensor *sc_layer_norm(sc_ctx *ctx, sc_tensor *x, sc_tensor *weight, sc_tensor *bias,

@@ -8,7 +8,7 @@
  * softmax rows of 1000, convolutions with stride, padding, dilation,
  * groups, depthwise and non-square kernels, with and without bias, padded
  * pooling, batch norm in training and eval mode on [N, C] and [N, C, H, W]
- * (and with its fused relu),
+ * (alone, with its fused relu, and with fused max pooling),
  * layer norm with and without weight and bias, concatenation on several
  * axes, reshape views with an op on the view (tensors are contiguous, so a
  * view is our non-contiguous case), cross-entropy with i64, i32 and u8
@@ -331,7 +331,8 @@ static sc_tensor *build_pool(sc_ctx *ctx, const diff_case *c, case_inputs *in)
 }
 
 /* x in[0] [N, C] or [N, C, H, W]; weight, bias and the running statistics
- * [C], the variance positive */
+ * [C], the variance positive. A case with a window pools by it in the
+ * same op (sc_batch_norm_max_pool2d). */
 static sc_tensor *build_batch_norm(sc_ctx *ctx, const diff_case *c, case_inputs *in)
 {
     const dims channels = {1, {c->in[0].d[1]}};
@@ -340,6 +341,9 @@ static sc_tensor *build_batch_norm(sc_ctx *ctx, const diff_case *c, case_inputs 
     sc_tensor *bias = input(in, "bias", &channels);
     sc_tensor *mean = input_in_range(in, "running_mean", &channels, -0.5f, 0.5f, BUFFER);
     sc_tensor *var = input_in_range(in, "running_var", &channels, 0.5f, 1.5f, BUFFER);
+    if (c->window.kernel[0])
+        return sc_batch_norm_max_pool2d(ctx, (sc_tensor *[]){x, weight, bias, mean, var},
+                                        bn_momentum, norm_eps, c->flags & RELU, &c->window);
     return (c->flags & RELU ? sc_batch_norm_relu : sc_batch_norm)(ctx, x, weight, bias, mean, var,
                                                                   bn_momentum, norm_eps);
 }
@@ -741,6 +745,14 @@ static const diff_case cases[] = {
          .in = {DIMS(3, 4, 5, 7)}, .flags = RELU),
     CASE("batch_norm + relu eval [3, 4, 5, 7]", BATCH_NORM, build_batch_norm, TOL_REDUCE,
          .in = {DIMS(3, 4, 5, 7)}, .flags = EVAL | RELU),
+    CASE("batch_norm + relu + max_pool 2x2 train [3, 4, 6, 7]", BATCH_NORM, build_batch_norm,
+         TOL_REDUCE, .in = {DIMS(3, 4, 6, 7)}, .flags = RELU, .window = {.kernel = {2, 2}}),
+    CASE("batch_norm + relu + max_pool 2x2 eval [3, 4, 6, 7]", BATCH_NORM, build_batch_norm,
+         TOL_REDUCE, .in = {DIMS(3, 4, 6, 7)}, .flags = EVAL | RELU,
+         .window = {.kernel = {2, 2}}),
+    CASE("batch_norm + max_pool 3x3 stride 2 pad 1 train [2, 3, 9, 9]", BATCH_NORM,
+         build_batch_norm, TOL_REDUCE, .in = {DIMS(2, 3, 9, 9)},
+         .window = {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}),
 
     CASE("layer_norm [7, 13] with weight and bias", LAYER_NORM, build_layer_norm, TOL_REDUCE,
          .in = {DIMS(7, 13)}),

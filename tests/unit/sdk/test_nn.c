@@ -212,6 +212,30 @@ Test(nn, conv_bn_forward_shape_and_running_statistics)
     cr_expect_arr_eq(before, block.bn.running_mean->data, sizeof before, "eval changed them");
 }
 
+/* The pooled block is one summary row, and max_pool2d of the block's
+ * output, in eval mode (the running statistics: both runs see the same). */
+Test(nn, conv_bn_max_pool_pools_the_block)
+{
+    sc_nn_conv_bn block;
+    ok(sc_nn_conv_bn_init(&block, ps, "stage1",
+                          &(sc_nn_conv2d_config){.in = 3, .out = 4, .kernel = 3, .padding = 1},
+                          true, &rng));
+    sc_ctx_set_training(ctx, false);
+    sc_ctx_set_grad_enabled(ctx, true);
+    const sc_pool2d_opts pool = {.kernel = {2, 2}};
+    sc_tensor *x = random_input(4, (int64_t[]){2, 3, 7, 6});
+    sc_tensor *y = sc_nn_conv_bn_max_pool_forward(ctx, &block, x, &pool);
+    expect_shape(y, 4, (int64_t[]){2, 4, 3, 3});
+    sc_layer_info rows[4];
+    int count = 0;
+    ok(sc_summary_layers(ctx, rows, 4, &count));
+    cr_assert_eq(count, 1, "conv and the pooled batch norm in the block's row");
+    cr_expect_str_eq(rows[0].name, "stage1");
+    sc_tensor *want = sc_max_pool2d(ctx, sc_nn_conv_bn_forward(ctx, &block, x), &pool);
+    cr_assert_not_null(want, "%s", sc_error_message());
+    cr_expect_arr_eq(y->data, want->data, sc_tensor_nbytes(y));
+}
+
 Test(nn, se_with_zero_excitation_halves_the_input)
 {
     sc_nn_se se;

@@ -1,6 +1,7 @@
 /* batch_norm and layer_norm: finite-difference gradient checks (train and
  * eval mode, [N, C] and [N, C, H, W]; with and without affine parameters;
- * batch norm with its fused relu, which must equal the two ops bit for bit),
+ * batch norm with its fused relu and max pooling, which must equal the
+ * separate ops bit for bit),
  * forward values and running statistics against PyTorch, train/eval
  * equivalence, stability far from zero, thread-count independence, and
  * error messages. */
@@ -121,18 +122,38 @@ Test(norm, grad_batch_norm_relu)
     }
 }
 
-/* One step of loss = sum(r * f(x)) into out: f's values, the gradients of
- * x, weight and bias, and the running statistics after it; the running
- * statistics are put back as they were. */
-static void bn_step(bool fused, sc_tensor *x, sc_tensor **bn, float *out)
+/* Batch norm followed by a relu when relu, and by max pooling when pool
+ * is not NULL: as one op when fused, else as separate ops. */
+typedef struct bn_variant {
+    bool fused, relu;
+    const sc_pool2d_opts *pool;
+} bn_variant;
+
+static sc_tensor *bn_apply(bn_variant v, sc_tensor *x, sc_tensor **bn)
 {
-    float running[2][4];
-    memcpy(running[0], bn[2]->data, sizeof running[0]);
-    memcpy(running[1], bn[3]->data, sizeof running[1]);
+    sc_tensor *in[5] = {x, bn[0], bn[1], bn[2], bn[3]};
+    if (v.fused && v.pool)
+        return sc_batch_norm_max_pool2d(ctx, in, momentum, eps, v.relu, v.pool);
+    if (v.fused && v.relu)
+        return sc_batch_norm_relu(ctx, x, bn[0], bn[1], bn[2], bn[3], momentum, eps);
+    sc_tensor *y = sc_batch_norm(ctx, x, bn[0], bn[1], bn[2], bn[3], momentum, eps);
+    y = v.relu ? sc_relu(ctx, y) : y;
+    return v.pool ? sc_max_pool2d(ctx, y, v.pool) : y;
+}
+
+/* One step of loss = sum(r * f(x)) with f = bn_apply(v): f's values, the
+ * gradients of x, weight and bias, and the running statistics after it,
+ * in a new array of *n floats; the running statistics are put back as
+ * they were. */
+static float *bn_step(bn_variant v, sc_tensor *x, sc_tensor **bn, int64_t *n)
+{
+    int64_t c = bn[0]->numel;
+    float *running = malloc(2 * (size_t)c * sizeof *running);
+    cr_assert_not_null(running);
+    memcpy(running, bn[2]->data, (size_t)c * sizeof *running);
+    memcpy(running + c, bn[3]->data, (size_t)c * sizeof *running);
     sc_params_zero_grad(ps);
-    sc_tensor *y = fused ? sc_batch_norm_relu(ctx, x, bn[0], bn[1], bn[2], bn[3], momentum, eps)
-                         : sc_relu(ctx, sc_batch_norm(ctx, x, bn[0], bn[1], bn[2], bn[3],
-                                                      momentum, eps));
+    sc_tensor *y = bn_apply(v, x, bn);
     cr_assert_not_null(y, "%s", sc_error_message());
     sc_tensor *r = sc_tensor_new(ctx, SC_F32, y->ndim, y->shape);
     for (int64_t i = 0; i < r->numel; i++)
@@ -140,40 +161,96 @@ static void bn_step(bool fused, sc_tensor *x, sc_tensor **bn, float *out)
     cr_assert_eq(sc_backward(ctx, sc_sum(ctx, sc_mul(ctx, y, r)), NULL, NULL), SC_OK, "%s",
                  sc_error_message());
     const sc_tensor *parts[] = {y, x->grad, bn[0]->grad, bn[1]->grad, bn[2], bn[3]};
+    *n = y->numel + x->numel + 4 * c;
+    float *out = malloc((size_t)*n * sizeof *out), *at = out;
+    cr_assert_not_null(out);
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-        memcpy(out, parts[i]->data, sc_tensor_nbytes(parts[i]));
-        out += parts[i]->numel;
+        memcpy(at, parts[i]->data, sc_tensor_nbytes(parts[i]));
+        at += parts[i]->numel;
     }
     sc_ctx_reset(ctx);
-    memcpy(bn[2]->data, running[0], sizeof running[0]);
-    memcpy(bn[3]->data, running[1], sizeof running[1]);
+    memcpy(bn[2]->data, running, (size_t)c * sizeof *running);
+    memcpy(bn[3]->data, running + c, (size_t)c * sizeof *running);
+    free(running);
+    return out;
 }
 
-/* The fused op is relu(batch_norm(x)) exactly: outputs, gradients and
- * running statistics, in training and eval mode, over several threads. */
-Test(norm, batch_norm_relu_equals_the_two_ops)
+/* The fused op of v equals its separate ops bit for bit: outputs,
+ * gradients and running statistics, in training and eval mode. Returns
+ * how many of the outputs are 0 in training mode. */
+static int64_t expect_fused_equal(bn_variant v, sc_tensor *x, sc_tensor **bn, const char *what)
 {
-    enum { N = 6, C = 4, S = 9 * 9, ALL = 2 * N * C * S + 4 * C };
-    sc_tensor *bn[4], *x = test_param(4, (int64_t[]){N, C, 9, 9});
-    bn_params(C, bn);
-    float *fused = malloc(ALL * sizeof *fused), *apart = malloc(ALL * sizeof *apart);
-    cr_assert(fused && apart);
+    int64_t zeros = 0;
     for (int training = 0; training < 2; training++) {
         sc_ctx_set_training(ctx, training);
-        bn_step(true, x, bn, fused);
-        bn_step(false, x, bn, apart);
-        int zeros = 0;
-        for (int i = 0; i < ALL; i++) {
+        int64_t n, n_apart;
+        v.fused = true;
+        float *fused = bn_step(v, x, bn, &n);
+        v.fused = false;
+        float *apart = bn_step(v, x, bn, &n_apart);
+        cr_assert_eq(n, n_apart, "%s", what);
+        for (int64_t i = 0; i < n; i++)
             cr_assert(memcmp(&fused[i], &apart[i], sizeof *fused) == 0,
-                      "training %d: value %d: fused %.9g, apart %.9g", training, i,
-                      (double)fused[i], (double)apart[i]);
-            zeros += i < N * C * S && fused[i] == 0.0f;
-        }
-        cr_assert(zeros > N * C * S / 4 && zeros < 3 * N * C * S / 4,
-                  "the relu cuts about half the outputs (%d of %d)", zeros, N * C * S);
+                      "%s, training %d: value %lld: fused %.9g, apart %.9g", what, training,
+                      (long long)i, (double)fused[i], (double)apart[i]);
+        for (int64_t i = 0; training && i < n - x->numel - 4 * bn[0]->numel; i++)
+            zeros += fused[i] == 0.0f;
+        free(fused);
+        free(apart);
     }
-    free(fused);
-    free(apart);
+    return zeros;
+}
+
+/* The fused relu is relu(batch_norm(x)) exactly, over several threads. */
+Test(norm, batch_norm_relu_equals_the_two_ops)
+{
+    enum { N = 6, C = 4, S = 9 * 9 };
+    sc_tensor *bn[4], *x = test_param(4, (int64_t[]){N, C, 9, 9});
+    bn_params(C, bn);
+    int64_t zeros = expect_fused_equal((bn_variant){.relu = true}, x, bn, "relu");
+    cr_assert(zeros > N * C * S / 4 && zeros < 3 * N * C * S / 4,
+              "the relu cuts about half the outputs (%lld of %d)", (long long)zeros, N * C * S);
+}
+
+/* The fused pooling is max_pool2d of batch_norm(x), or of its relu,
+ * exactly: 2x2 windows (their own loops; odd planes leave a row and a
+ * column out) and overlapping padded 3x3 ones at stride 2. Windows all
+ * below zero before the relu tie at 0, and must send their gradient
+ * where max_pool2d does. */
+Test(norm, batch_norm_max_pool_equals_the_ops)
+{
+    enum { N = 6, C = 4 };
+    static const sc_pool2d_opts pools[] = {{.kernel = {2, 2}},
+                                           {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}};
+    static const int64_t sides[] = {8, 9};
+    for (size_t p = 0; p < sizeof pools / sizeof pools[0]; p++)
+        for (size_t k = 0; k < sizeof sides / sizeof sides[0]; k++)
+            for (int relu = 0; relu < 2; relu++) {
+                sc_tensor *bn[4], *x = test_param(4, (int64_t[]){N, C, sides[k], sides[k]});
+                bn_params(C, bn);
+                char what[64];
+                snprintf(what, sizeof what, "pool %zu, side %lld, relu %d", p,
+                         (long long)sides[k], relu);
+                int64_t zeros = expect_fused_equal(
+                    (bn_variant){.relu = relu, .pool = &pools[p]}, x, bn, what);
+                cr_assert(!relu || zeros > 0, "%s: some windows are all below zero", what);
+            }
+}
+
+/* The pooled op's errors name the pooling: a window larger than x, and
+ * no options. */
+Test(norm, batch_norm_max_pool_errors)
+{
+    sc_tensor *bn[4], *x = test_param(4, (int64_t[]){2, 3, 2, 2});
+    bn_params(3, bn);
+    sc_tensor *in[5] = {x, bn[0], bn[1], bn[2], bn[3]};
+    const sc_pool2d_opts big = {.kernel = {3, 3}};
+    cr_assert_null(sc_batch_norm_max_pool2d(ctx, in, momentum, eps, true, &big));
+    cr_assert(strstr(sc_error_message(), "batch_norm (max_pool2d): kernel 3x3 is larger than "
+                                         "input [2, 3, 2, 2]"),
+              "%s", sc_error_message());
+    cr_assert_null(sc_batch_norm_max_pool2d(ctx, in, momentum, eps, true, NULL));
+    cr_assert(strstr(sc_error_message(), "no options"), "%s", sc_error_message());
 }
 
 /* PyTorch 1.13: BatchNorm2d(3, momentum=0.1, eps=1e-5) in training mode,
