@@ -57,10 +57,13 @@ sc_cpu_pool_geom sc_cpu_pool_geom_of(const sc_pool2d_params *p, const sc_tensor 
  * alike: y [OH, OW] = the max of x [H, W] under each window, arg [OH, OW]
  * its flat index in the plane (the first where the max repeats); and
  * backward, gx [H, W] (+)= gy [OH, OW] at the saved indices, gx zeroed
- * first when fresh. */
+ * first when fresh. When x is a relu's output, relu_y [OH, OW] (the
+ * pooled output) takes the relu's gradient on the pooled side: a window's
+ * max passes gy where it is > 0, which is where the relu's input at the
+ * max is (the same values as masking gx afterwards); NULL for no relu. */
 void sc_cpu_max_pool_plane(const sc_cpu_pool_geom *g, const float *x, float *y, int32_t *arg);
 void sc_cpu_max_pool_plane_grad(const sc_cpu_pool_geom *g, const float *gy, const int32_t *arg,
-                                float *gx, bool fresh);
+                                const float *relu_y, float *gx, bool fresh);
 
 #define SC_CPU_KERNEL_DECL(id, name) extern const sc_kernel sc_cpu_kernel_##name;
 SC_OP_LIST(SC_CPU_KERNEL_DECL)

@@ -29,26 +29,28 @@ enum { COL_BLOCK = 256 };
 ALWAYS_INLINE float bn_affine(float x, float k, float a, float b) { return (x - k) * a + b; }
 
 /* How backward finds, row by row, the gradient of batch norm's own output
- * from the op's output gradient gy: spread back from the pooled gradient
- * through the fused pooling's saved indices, then masked by the fused
- * relu, whose input it finds again from x with the mean, scale (rstd
- * weight) and bias forward applied. Backward reads x anyway: the relu's
- * output, which it would otherwise read for the mask, is a stream over
- * memory more in each of its two passes. */
+ * from the op's output gradient gy. Pooled, it spreads the pooled
+ * gradient back through the saved indices, a relu's mask taken on the
+ * pooled side from the op's output (sc_cpu_max_pool_plane_grad). Not
+ * pooled, a relu masks gy by its input, found again from x with the mean,
+ * scale (rstd weight) and bias forward applied: backward reads x anyway,
+ * and the relu's output would be a stream over memory more in each of its
+ * two passes. */
 typedef struct bn_grad {
     const float *gy;           /* [N, C, S], or [N, C, OH, OW] when pooled */
     const int32_t *arg;        /* the pooling's indices [N, C, OH, OW]; NULL if none */
     sc_cpu_pool_geom pool;     /* with arg */
+    const float *relu_y;       /* pooled after a relu: the op's output; else NULL */
     const float *mean, *bias;  /* [C] */
-    const float *scale;        /* [C], the relu's; NULL without one */
+    const float *scale;        /* [C], an unpooled relu's; else NULL */
     float *rows;               /* per-thread scratch rows, S floats each */
 } bn_grad;
 
 /* own [len] = g [len] through the relu, whose input is batch norm's output
- * of x [len] in channel ch; g may be own. */
+ * of x [len] in channel ch. */
 SC_CPU_CLONES
-static void mask_relu(float *own, const float *g, const float *restrict x, const bn_grad *v,
-                      int64_t ch, int64_t len)
+static void mask_relu(float *restrict own, const float *restrict g, const float *restrict x,
+                      const bn_grad *v, int64_t ch, int64_t len)
 {
     float k = v->mean[ch], a = v->scale[ch], b = v->bias[ch];
 #pragma omp simd
@@ -65,17 +67,16 @@ static void mask_relu(float *own, const float *g, const float *restrict x, const
 static const float *grad_row(const bn_grad *v, const float *restrict x, int64_t row, int64_t ch,
                              int64_t len)
 {
-    if (!v->arg && !v->scale)
-        return v->gy + row * len;
     float *own = v->rows + omp_get_thread_num() * len;
-    const float *g = v->gy + row * len;
     if (v->arg) {
         int64_t out = v->pool.oh * v->pool.ow;
-        sc_cpu_max_pool_plane_grad(&v->pool, v->gy + row * out, v->arg + row * out, own, true);
-        g = own;
+        sc_cpu_max_pool_plane_grad(&v->pool, v->gy + row * out, v->arg + row * out,
+                                   v->relu_y ? v->relu_y + row * out : NULL, own, true);
+        return own;
     }
-    if (v->scale)
-        mask_relu(own, g, x, v, ch, len);
+    if (!v->scale)
+        return v->gy + row * len;
+    mask_relu(own, v->gy + row * len, x, v, ch, len);
     return own;
 }
 
@@ -275,8 +276,8 @@ static sc_status bn_grad_of(const sc_node *node, bn_geom g, const sc_tensor *gy,
     if (p->pooled) {
         v->arg = node->saved[1]->data;
         v->pool = sc_cpu_pool_geom_of(&p->pool, node->in[0], node->out);
-    }
-    if (p->relu) {
+        v->relu_y = p->relu ? sc_tensor_f32(node->out) : NULL;
+    } else if (p->relu) {
         float *scale = sc_ctx_alloc(node->ctx, (size_t)g.c * sizeof *scale);
         if (!scale)
             return SC_ERR_NOMEM;

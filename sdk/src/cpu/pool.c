@@ -153,46 +153,60 @@ ALWAYS_INLINE float keep_if(bool take, float v)
     return r.f;
 }
 
+/* Row oy of max_unpool_2x2: input rows 2 oy and 2 oy + 1. */
+ALWAYS_INLINE void unpool_2x2_row(const float *restrict g, const int32_t *restrict at,
+                                  const float *restrict relu_y, float *restrict gx, int64_t oy,
+                                  int64_t w, int64_t ow)
+{
+    float *r0 = gx + 2 * oy * w, *r1 = r0 + w;
+    int32_t top = (int32_t)(2 * oy * w), bottom = top + (int32_t)w;
+#pragma omp simd
+    for (int64_t ox = 0; ox < ow; ox++) { /* addresses in int64_t, to be affine in ox */
+        int32_t j = 2 * (int32_t)ox;
+        float v = 0.0f + g[ox];
+        if (relu_y)
+            v = keep_if(relu_y[ox] > 0.0f, v);
+        r0[2 * ox] = keep_if(at[ox] == top + j, v);
+        r0[2 * ox + 1] = keep_if(at[ox] == top + j + 1, v);
+        r1[2 * ox] = keep_if(at[ox] == bottom + j, v);
+        r1[2 * ox + 1] = keep_if(at[ox] == bottom + j + 1, v);
+    }
+    for (int64_t ix = 2 * ow; ix < w; ix++) /* an odd width's last column */
+        r0[ix] = r1[ix] = 0.0f;
+}
+
 /* sc_cpu_max_pool_plane_grad of 2x2 windows at stride 2 into a fresh gx:
  * each window's max gets 0 + gy (what zeroing and adding gives: +0 for a
  * -0 gradient) and the rest of gx 0, every element written once, in loops
  * over output columns that vectorise. */
 SC_CPU_CLONES
-static void max_unpool_2x2(const float *restrict gy, const int32_t *restrict arg,
-                           float *restrict gx, int64_t h, int64_t w, int64_t oh, int64_t ow)
+static void max_unpool_2x2(const sc_cpu_pool_geom *g, const float *restrict gy,
+                           const int32_t *restrict arg, const float *restrict relu_y,
+                           float *restrict gx)
 {
-    for (int64_t oy = 0; oy < oh; oy++) {
-        float *r0 = gx + 2 * oy * w, *r1 = r0 + w;
-        int32_t top = (int32_t)(2 * oy * w), bottom = top + (int32_t)w;
-        const float *g = gy + oy * ow;
-        const int32_t *at = arg + oy * ow;
-#pragma omp simd
-        for (int64_t ox = 0; ox < ow; ox++) { /* addresses in int64_t, to be affine in ox */
-            int32_t j = 2 * (int32_t)ox;
-            float v = 0.0f + g[ox];
-            r0[2 * ox] = keep_if(at[ox] == top + j, v);
-            r0[2 * ox + 1] = keep_if(at[ox] == top + j + 1, v);
-            r1[2 * ox] = keep_if(at[ox] == bottom + j, v);
-            r1[2 * ox + 1] = keep_if(at[ox] == bottom + j + 1, v);
-        }
-        for (int64_t ix = 2 * ow; ix < w; ix++) /* an odd width's last column */
-            r0[ix] = r1[ix] = 0.0f;
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        int64_t o = oy * g->ow;
+        if (relu_y) /* two loops, each without a test per element */
+            unpool_2x2_row(gy + o, arg + o, relu_y + o, gx, oy, g->w, g->ow);
+        else
+            unpool_2x2_row(gy + o, arg + o, NULL, gx, oy, g->w, g->ow);
     }
-    if (2 * oh < h) /* an odd height's last row */
-        memset(gx + 2 * oh * w, 0, (size_t)w * sizeof *gx);
+    if (2 * g->oh < g->h) /* an odd height's last row */
+        memset(gx + 2 * g->oh * g->w, 0, (size_t)g->w * sizeof *gx);
 }
 
 void sc_cpu_max_pool_plane_grad(const sc_cpu_pool_geom *g, const float *restrict gy,
-                                const int32_t *restrict arg, float *restrict gx, bool fresh)
+                                const int32_t *restrict arg, const float *restrict relu_y,
+                                float *restrict gx, bool fresh)
 {
     if (fresh && g->pairs) {
-        max_unpool_2x2(gy, arg, gx, g->h, g->w, g->oh, g->ow);
+        max_unpool_2x2(g, gy, arg, relu_y, gx);
         return;
     }
     if (fresh)
         memset(gx, 0, (size_t)(g->h * g->w) * sizeof *gx);
     for (int64_t o = 0; o < g->oh * g->ow; o++)
-        gx[arg[o]] += gy[o];
+        gx[arg[o]] += keep_if(!relu_y || relu_y[o] > 0.0f, gy[o]);
 }
 
 static sc_status max_pool2d_forward(sc_node *node)
@@ -219,7 +233,8 @@ static sc_status max_pool2d_backward(sc_node *node, const sc_tensor *gy,
     bool fresh = sc_node_grad_fresh(node, 0);
 #pragma omp parallel for schedule(static) if (g.planes * in > SC_CPU_PAR_MIN)
     for (int64_t c = 0; c < g.planes; c++)
-        sc_cpu_max_pool_plane_grad(&g, gyd + c * out, arg + c * out, gx + c * in, fresh);
+        sc_cpu_max_pool_plane_grad(&g, gyd + c * out, arg + c * out, NULL, gx + c * in,
+                                   fresh);
     return SC_OK;
 }
 
