@@ -10,7 +10,8 @@
  * input found again from x. With max pooling fused in too
  * (sc_batch_norm_max_pool2d), forward pools each row (an image's plane) in
  * cache and saves the windows' max indices, and backward spreads each
- * row's gradient back from the pooled one before the mask.
+ * row's gradient back from the pooled one, the relu's mask taken from the
+ * pooled output.
  *
  * Layer norm runs its rows in parallel, and its weight and bias gradients
  * by blocks of columns. Each sum has one owner and a fixed order (vector
