@@ -1,6 +1,7 @@
 /* model_summary.c — one forward pass of a zero sample, its tape grouped by
  * layer scope, printed as a table. */
 #include "run/model_summary.h"
+#include "run/init_from.h"
 #include "scorch_host/context.h"
 
 #include <stdlib.h>
@@ -169,8 +170,12 @@ sc_status host_model_summary_run(const host_config *cfg)
     host_session s;
     sc_cpu_set_threads(cfg->threads);
     SC_TRY(host_session_open(&s, cfg, 0));
-    printf("model %s (%s)\n", s.model.api->name, s.model.lib.path);
-    sc_status st = host_model_summary_print(&s, stdout);
+    /* as training would freeze them: the rows' "frozen" and the trainable count */
+    sc_status st = host_freeze_apply(cfg->freeze, s.params);
+    if (st == SC_OK) {
+        printf("model %s (%s)\n", s.model.api->name, s.model.lib.path);
+        st = host_model_summary_print(&s, stdout);
+    }
     if (st == SC_OK) /* each parameter's group, with [params] sections or --no-decay */
         st = host_param_groups_print(&cfg->param_groups, cfg->no_decay, s.params,
                                    cfg->weight_decay, stdout);

@@ -217,6 +217,28 @@ Test(summary, mlp_layers)
     run_result_free(&r);
 }
 
+/* --freeze shows in --summary as it will train: the row marked frozen,
+ * the trainable count without it. */
+Test(summary, freeze_marks_the_frozen_layer)
+{
+    paths p = bin();
+    char dir[DIR];
+    temp_dir(dir, sizeof dir);
+    run_result r = run_program((const char *[]){p.train, "--model", p.mlp, "--model-args",
+                                                "hidden=16", "--dataset", p.fashion,
+                                                "--dataset-path", FASHION_DIR, "--run-dir", dir,
+                                                "--freeze", "fc1.*", "--summary", NULL},
+                               NULL);
+    expect_ok(&r);
+    const char *fc1 = strstr(r.out, "fc1 "), *eol = fc1 ? strchr(fc1, '\n') : NULL;
+    cr_assert(fc1 && eol, "no fc1 row:\n%s", r.out);
+    const char *mark = strstr(fc1, "frozen");
+    cr_expect(mark && mark < eol, "fc1 not marked frozen:\n%s", r.out);
+    /* fc2 16->10 alone trains: 16 * 10 + 10 */
+    cr_expect(strstr(r.out, "12,730 parameters and buffers, 170 trainable"), "%s", r.out);
+    run_result_free(&r);
+}
+
 Test(resnet, trains_with_se_blocks)
 {
     paths p = bin();
