@@ -124,26 +124,36 @@ static sc_status refuse(host_plugin_lib *lib, sc_status st, const char *path)
     return sc_error_wrap(st, "%s", path);
 }
 
-/* Opens path and finds `symbol`; on a refusal nothing stays open. */
-static sc_status lib_open(const char *path, const char *symbol, host_plugin_lib *lib,
-                          const void **api)
+/* A plugin kind's check of the table its well-known symbol points to. */
+typedef sc_status (*api_check)(const void *api);
+
+static sc_status check_model_api(const void *api) { return check_model(api); }
+static sc_status check_dataset_api(const void *api) { return sc_dataset_plugin_check(api); }
+static sc_status check_job_api(const void *api) { return sc_job_plugin_check(api); }
+
+/* Opens path, finds `symbol` and checks the table there; on a refusal
+ * nothing stays open. */
+static sc_status lib_open(const char *path, const char *symbol, api_check check,
+                          host_plugin_lib *lib, const void **api)
 {
     *lib = (host_plugin_lib){0};
     *api = NULL;
     sc_status st = lib_dlopen(path, lib);
     if (st == SC_OK && !(*api = lib_symbol(lib, symbol)))
         st = missing_symbol(lib, symbol);
-    return st == SC_OK ? SC_OK : refuse(lib, st, path);
+    if (st == SC_OK)
+        st = check(*api);
+    if (st == SC_OK)
+        return SC_OK;
+    *api = NULL;
+    return refuse(lib, st, path);
 }
 
 sc_status host_model_lib_open(const char *path, host_model_lib *out)
 {
     const void *api;
     *out = (host_model_lib){0};
-    SC_TRY(lib_open(path, "scorch_model_plugin", &out->lib, &api));
-    sc_status st = check_model(api);
-    if (st != SC_OK)
-        return refuse(&out->lib, st, path);
+    SC_TRY(lib_open(path, "scorch_model_plugin", check_model_api, &out->lib, &api));
     out->api = api;
     return SC_OK;
 }
@@ -152,10 +162,7 @@ sc_status host_dataset_lib_open(const char *path, host_dataset_lib *out)
 {
     const void *api;
     *out = (host_dataset_lib){0};
-    SC_TRY(lib_open(path, "scorch_dataset_plugin", &out->lib, &api));
-    sc_status st = sc_dataset_plugin_check(api);
-    if (st != SC_OK)
-        return refuse(&out->lib, st, path);
+    SC_TRY(lib_open(path, "scorch_dataset_plugin", check_dataset_api, &out->lib, &api));
     out->api = api;
     return SC_OK;
 }
@@ -164,10 +171,7 @@ sc_status host_job_lib_open(const char *path, host_job_lib *out)
 {
     const void *api;
     *out = (host_job_lib){0};
-    SC_TRY(lib_open(path, "scorch_job_plugin", &out->lib, &api));
-    sc_status st = sc_job_plugin_check(api);
-    if (st != SC_OK)
-        return refuse(&out->lib, st, path);
+    SC_TRY(lib_open(path, "scorch_job_plugin", check_job_api, &out->lib, &api));
     out->api = api;
     return SC_OK;
 }
