@@ -87,38 +87,41 @@ const sc_op_desc sc_op_desc_batch_norm = {"batch_norm", 5, 5, 0, infer_batch_nor
 const sc_op_desc sc_op_desc_layer_norm = {"layer_norm", 1, 3, 0, infer_layer_norm,
                                           flops_layer_norm};
 
-static sc_op_params batch_norm_params(sc_ctx *ctx, float momentum, float eps, bool relu)
+/* pool: the fused max pooling's params, NULL for none. */
+static sc_tensor *batch_norm(sc_ctx *ctx, sc_tensor *const in[5], float momentum, float eps,
+                             bool relu, const sc_pool2d_params *pool)
 {
-    return (sc_op_params){.batch_norm = {.momentum = momentum, .eps = eps,
-                                         .training = sc_ctx_training(ctx), .relu = relu}};
+    sc_op_params params = {.batch_norm = {.momentum = momentum, .eps = eps,
+                                          .training = sc_ctx_training(ctx), .relu = relu,
+                                          .pooled = pool != NULL}};
+    if (pool)
+        params.batch_norm.pool = *pool;
+    return sc_op_run(ctx, SC_OP_BATCH_NORM, 5, in, &params);
 }
 
 sc_tensor *sc_batch_norm(sc_ctx *ctx, sc_tensor *x, sc_tensor *weight, sc_tensor *bias,
                          sc_tensor *running_mean, sc_tensor *running_var, float momentum,
                          float eps)
 {
-    sc_op_params params = batch_norm_params(ctx, momentum, eps, false);
-    return sc_op_run(ctx, SC_OP_BATCH_NORM, 5,
-                     (sc_tensor *[]){x, weight, bias, running_mean, running_var}, &params);
+    return batch_norm(ctx, (sc_tensor *[]){x, weight, bias, running_mean, running_var},
+                      momentum, eps, false, NULL);
 }
 
 sc_tensor *sc_batch_norm_relu(sc_ctx *ctx, sc_tensor *x, sc_tensor *weight, sc_tensor *bias,
                               sc_tensor *running_mean, sc_tensor *running_var, float momentum,
                               float eps)
 {
-    sc_op_params params = batch_norm_params(ctx, momentum, eps, true);
-    return sc_op_run(ctx, SC_OP_BATCH_NORM, 5,
-                     (sc_tensor *[]){x, weight, bias, running_mean, running_var}, &params);
+    return batch_norm(ctx, (sc_tensor *[]){x, weight, bias, running_mean, running_var},
+                      momentum, eps, true, NULL);
 }
 
 sc_tensor *sc_batch_norm_max_pool2d(sc_ctx *ctx, sc_tensor *const in[5], float momentum,
                                     float eps, bool relu, const sc_pool2d_opts *pool)
 {
-    sc_op_params params = batch_norm_params(ctx, momentum, eps, relu);
-    params.batch_norm.pooled = true;
-    if (sc_pool2d_params_of("batch_norm (max_pool2d)", pool, &params.batch_norm.pool) != SC_OK)
+    sc_pool2d_params p;
+    if (sc_pool2d_params_of("batch_norm (max_pool2d)", pool, &p) != SC_OK)
         return NULL;
-    return sc_op_run(ctx, SC_OP_BATCH_NORM, 5, in, &params);
+    return batch_norm(ctx, in, momentum, eps, relu, &p);
 }
 
 sc_tensor *sc_layer_norm(sc_ctx *ctx, sc_tensor *x, sc_tensor *weight, sc_tensor *bias,
