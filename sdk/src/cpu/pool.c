@@ -61,25 +61,44 @@ static float window_max(const float *restrict x, window b, int32_t *at)
     return best;
 }
 
+/* Short rows (7 or 14 outputs) leave a vectorised loop over a whole row
+ * mostly in its scalar tail, so the 2x2 kernels run over fixed blocks of
+ * 8 outputs, or of 4 in rows shorter than 8, the last block moved back to
+ * end at the row's end. A block rewritten in part writes the same values
+ * again. */
+#define POOL_BLOCK 4
+
+/* Outputs [ox, ox + n) of row oy of a 2x2 max pooling; n a constant. */
+ALWAYS_INLINE void max_pool_2x2_block(const float *restrict x, int64_t w, float *restrict y,
+                                      int32_t *restrict arg, int64_t oy, int64_t ox, int64_t n)
+{
+    const float *r0 = x + 2 * oy * w, *r1 = r0 + w;
+    int32_t top = (int32_t)(2 * oy * w), bottom = top + (int32_t)w;
+#pragma omp simd
+    for (int64_t l = ox; l < ox + n; l++) {
+        int32_t j = 2 * (int32_t)l, at = top + j;
+        float best = r0[2 * l];
+        max_take(&best, &at, r0[2 * l + 1], top + j + 1);
+        max_take(&best, &at, r1[2 * l], bottom + j);
+        max_take(&best, &at, r1[2 * l + 1], bottom + j + 1);
+        y[l] = best;
+        arg[l] = at;
+    }
+}
+
 /* One plane through 2x2 windows at stride 2 without padding (the usual
- * pooling), in a loop over output columns that vectorises. */
+ * pooling), ow >= POOL_BLOCK. */
 SC_CPU_CLONES
 static void max_pool_2x2(const float *restrict x, int64_t w, float *restrict y,
                          int32_t *restrict arg, int64_t oh, int64_t ow)
 {
-    for (int64_t oy = 0; oy < oh; oy++) {
-        const float *r0 = x + 2 * oy * w, *r1 = r0 + w;
-        int32_t top = (int32_t)(2 * oy * w), bottom = top + (int32_t)w;
-#pragma omp simd
-        for (int64_t ox = 0; ox < ow; ox++) {
-            int32_t j = 2 * (int32_t)ox, at = top + j;
-            float best = r0[2 * ox];
-            max_take(&best, &at, r0[2 * ox + 1], top + j + 1);
-            max_take(&best, &at, r1[2 * ox], bottom + j);
-            max_take(&best, &at, r1[2 * ox + 1], bottom + j + 1);
-            y[oy * ow + ox] = best;
-            arg[oy * ow + ox] = at;
-        }
+    for (int64_t oy = 0; oy < oh; oy++, y += ow, arg += ow) {
+        if (ow >= 2 * POOL_BLOCK)
+            for (int64_t ox = 0; ox < ow; ox += 2 * POOL_BLOCK)
+                max_pool_2x2_block(x, w, y, arg, oy, min64(ox, ow - 2 * POOL_BLOCK), 2 * POOL_BLOCK);
+        else
+            for (int64_t ox = 0; ox < ow; ox += POOL_BLOCK)
+                max_pool_2x2_block(x, w, y, arg, oy, min64(ox, ow - POOL_BLOCK), POOL_BLOCK);
     }
 }
 
@@ -109,7 +128,7 @@ ALWAYS_INLINE void pool_plane(const sc_cpu_pool_geom *g, pool_mode mode, float *
 {
     const sc_pool2d_params *p = &g->p;
     float inv = 1.0f / (float)(p->kernel[0] * p->kernel[1]);
-    if (mode == POOL_MAX && g->pairs) {
+    if (mode == POOL_MAX && g->pairs && g->ow >= POOL_BLOCK) {
         max_pool_2x2(x, g->w, y, arg, g->oh, g->ow);
         return;
     }
@@ -153,32 +172,48 @@ ALWAYS_INLINE float keep_if(bool take, float v)
     return r.f;
 }
 
-/* Row oy of max_unpool_2x2: input rows 2 oy and 2 oy + 1. */
-ALWAYS_INLINE void unpool_2x2_row(const float *restrict g, const int32_t *restrict at,
-                                  const float *restrict relu_y, float *restrict gx, int64_t oy,
-                                  int64_t w, int64_t ow)
+/* Outputs [ox, ox + n) of row oy of max_unpool_2x2 (input rows 2 oy and
+ * 2 oy + 1); n a constant. */
+ALWAYS_INLINE void unpool_2x2_block(const float *restrict g, const int32_t *restrict at,
+                                    const float *restrict relu_y, float *restrict gx,
+                                    int64_t oy, int64_t w, int64_t ox, int64_t n)
 {
     float *r0 = gx + 2 * oy * w, *r1 = r0 + w;
     int32_t top = (int32_t)(2 * oy * w), bottom = top + (int32_t)w;
 #pragma omp simd
-    for (int64_t ox = 0; ox < ow; ox++) { /* addresses in int64_t, to be affine in ox */
-        int32_t j = 2 * (int32_t)ox;
-        float v = 0.0f + g[ox];
+    for (int64_t l = ox; l < ox + n; l++) { /* addresses in int64_t, to be affine in l */
+        int32_t j = 2 * (int32_t)l;
+        float v = 0.0f + g[l];
         if (relu_y)
-            v = keep_if(relu_y[ox] > 0.0f, v);
-        r0[2 * ox] = keep_if(at[ox] == top + j, v);
-        r0[2 * ox + 1] = keep_if(at[ox] == top + j + 1, v);
-        r1[2 * ox] = keep_if(at[ox] == bottom + j, v);
-        r1[2 * ox + 1] = keep_if(at[ox] == bottom + j + 1, v);
+            v = keep_if(relu_y[l] > 0.0f, v);
+        r0[2 * l] = keep_if(at[l] == top + j, v);
+        r0[2 * l + 1] = keep_if(at[l] == top + j + 1, v);
+        r1[2 * l] = keep_if(at[l] == bottom + j, v);
+        r1[2 * l + 1] = keep_if(at[l] == bottom + j + 1, v);
     }
+}
+
+/* Row oy of max_unpool_2x2, in blocks as max_pool_2x2's. */
+ALWAYS_INLINE void unpool_2x2_row(const float *restrict g, const int32_t *restrict at,
+                                  const float *restrict relu_y, float *restrict gx, int64_t oy,
+                                  int64_t w, int64_t ow)
+{
+    if (ow >= 2 * POOL_BLOCK)
+        for (int64_t ox = 0; ox < ow; ox += 2 * POOL_BLOCK)
+            unpool_2x2_block(g, at, relu_y, gx, oy, w, min64(ox, ow - 2 * POOL_BLOCK),
+                             2 * POOL_BLOCK);
+    else
+        for (int64_t ox = 0; ox < ow; ox += POOL_BLOCK)
+            unpool_2x2_block(g, at, relu_y, gx, oy, w, min64(ox, ow - POOL_BLOCK), POOL_BLOCK);
     for (int64_t ix = 2 * ow; ix < w; ix++) /* an odd width's last column */
-        r0[ix] = r1[ix] = 0.0f;
+        gx[2 * oy * w + ix] = gx[(2 * oy + 1) * w + ix] = 0.0f;
 }
 
 /* sc_cpu_max_pool_plane_grad of 2x2 windows at stride 2 into a fresh gx:
  * each window's max gets 0 + gy (what zeroing and adding gives: +0 for a
- * -0 gradient) and the rest of gx 0, every element written once, in loops
- * over output columns that vectorise. */
+ * -0 gradient) and the rest of gx 0, every element written once (a block
+ * moved back writes some twice, the same values), without a branch per
+ * element. ow >= POOL_BLOCK. */
 SC_CPU_CLONES
 static void max_unpool_2x2(const sc_cpu_pool_geom *g, const float *restrict gy,
                            const int32_t *restrict arg, const float *restrict relu_y,
@@ -199,7 +234,7 @@ void sc_cpu_max_pool_plane_grad(const sc_cpu_pool_geom *g, const float *restrict
                                 const int32_t *restrict arg, const float *restrict relu_y,
                                 float *restrict gx, bool fresh)
 {
-    if (fresh && g->pairs) {
+    if (fresh && g->pairs && g->ow >= POOL_BLOCK) {
         max_unpool_2x2(g, gy, arg, relu_y, gx);
         return;
     }

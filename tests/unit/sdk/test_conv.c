@@ -422,6 +422,69 @@ Test(conv, max_pool_propagates_nan)
     cr_assert_eq(sc_backward(ctx, sc_sum(ctx, sc_scale(ctx, y, 0.0f)), NULL, NULL), SC_OK);
 }
 
+/* Max pooling as PyTorch defines it, one window at a time: the first
+ * maximum in row-major order, or the last NaN. Returns the max of window
+ * (oy, ox) of plane x [h, w] and its flat index in *at. */
+static float plain_window_max(const float *x, int64_t w, int64_t oy, int64_t ox, int64_t *at)
+{
+    float best = x[2 * oy * w + 2 * ox];
+    *at = 2 * oy * w + 2 * ox;
+    for (int64_t i = 0; i < 4; i++) {
+        int64_t k = (2 * oy + i / 2) * w + 2 * ox + i % 2;
+        if (x[k] > best || isnan(x[k])) {
+            best = x[k];
+            *at = k;
+        }
+    }
+    return best;
+}
+
+/* The 2x2 kernels run rows in blocks of 8 or 4 outputs, the last block
+ * moved back to end with the row: every output width from 1 to 19 (block
+ * ends, overlaps, the generic path below 4) and odd sides, against the
+ * plain loop, with many ties and some NaNs: the values and where the
+ * gradient goes, bit for bit, into x's gradient (added to) and into a
+ * fresh one (of x scaled by 1, the loop that writes every element). */
+Test(conv, max_pool_2x2_equals_a_plain_loop)
+{
+    for (int64_t k = 0; k < 2 * 38; k++) {
+        int64_t w = 2 + k / 2;
+        bool fresh = k % 2;
+        int64_t h = 4 + w % 2, ow = w / 2, oh = h / 2, planes = 2 * 3;
+        sc_tensor *x = param4(2, 3, h, w);
+        float *xv = sc_tensor_f32(x);
+        for (int64_t i = 0; i < x->numel; i++) /* five levels: ties in most windows */
+            xv[i] = sc_rng_u64(&rng) % 23 ? (float)(sc_rng_u64(&rng) % 5) - 2.0f : NAN;
+        sc_params_zero_grad(ps);
+        sc_tensor *y = sc_max_pool2d(ctx, fresh ? sc_scale(ctx, x, 1.0f) : x,
+                                     &(sc_pool2d_opts){.kernel = {2, 2}});
+        cr_assert_not_null(y, "%s", sc_error_message());
+        sc_tensor *r = sc_tensor_new(ctx, SC_F32, y->ndim, y->shape);
+        for (int64_t i = 0; i < r->numel; i++)
+            sc_tensor_f32(r)[i] = (float)(i % 7) + 1.0f;
+        cr_assert_eq(sc_backward(ctx, sc_sum(ctx, sc_mul(ctx, y, r)), NULL, NULL), SC_OK,
+                     "%s", sc_error_message());
+        float *want_gx = calloc((size_t)x->numel, sizeof *want_gx);
+        cr_assert_not_null(want_gx);
+        for (int64_t c = 0; c < planes; c++)
+            for (int64_t o = 0; o < oh * ow; o++) {
+                int64_t at, i = c * oh * ow + o;
+                float want = plain_window_max(xv + c * h * w, w, o / ow, o % ow, &at);
+                float got = sc_tensor_f32(y)[i];
+                cr_assert(isnan(want) ? isnan(got) : got == want,
+                          "w %lld, fresh %d: output %lld is %g, not %g", (long long)w, fresh,
+                          (long long)i, (double)got, (double)want);
+                want_gx[c * h * w + at] += sc_tensor_f32(r)[i];
+            }
+        for (int64_t i = 0; i < x->numel; i++)
+            cr_assert(sc_tensor_f32(x->grad)[i] == want_gx[i],
+                      "w %lld, fresh %d: gradient %lld is %g, not %g", (long long)w, fresh,
+                      (long long)i, (double)sc_tensor_f32(x->grad)[i], (double)want_gx[i]);
+        free(want_gx);
+        sc_ctx_reset(ctx);
+    }
+}
+
 /* ---------------------------------------------------------------------
  * concat. */
 

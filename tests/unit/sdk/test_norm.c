@@ -213,8 +213,9 @@ Test(norm, batch_norm_relu_equals_the_two_ops)
 }
 
 /* The fused pooling is max_pool2d of batch_norm(x), or of its relu,
- * exactly: 2x2 windows (their own loops; odd planes leave a row and a
- * column out) and overlapping padded 3x3 ones at stride 2. Windows all
+ * exactly: 2x2 windows (their own loops, in blocks of 4 outputs, two
+ * overlapping at side 14; odd planes leave a row and a column out) and
+ * overlapping padded 3x3 ones at stride 2. Windows all
  * below zero before the relu tie at 0, and must send their gradient
  * where max_pool2d does. */
 Test(norm, batch_norm_max_pool_equals_the_ops)
@@ -222,7 +223,7 @@ Test(norm, batch_norm_max_pool_equals_the_ops)
     enum { N = 6, C = 4 };
     static const sc_pool2d_opts pools[] = {{.kernel = {2, 2}},
                                            {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}};
-    static const int64_t sides[] = {8, 9};
+    static const int64_t sides[] = {8, 9, 14};
     for (size_t p = 0; p < sizeof pools / sizeof pools[0]; p++)
         for (size_t k = 0; k < sizeof sides / sizeof sides[0]; k++)
             for (int relu = 0; relu < 2; relu++) {
