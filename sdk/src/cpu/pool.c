@@ -95,7 +95,8 @@ static void max_pool_2x2(const float *restrict x, int64_t w, float *restrict y,
     for (int64_t oy = 0; oy < oh; oy++, y += ow, arg += ow) {
         if (ow >= 2 * POOL_BLOCK)
             for (int64_t ox = 0; ox < ow; ox += 2 * POOL_BLOCK)
-                max_pool_2x2_block(x, w, y, arg, oy, min64(ox, ow - 2 * POOL_BLOCK), 2 * POOL_BLOCK);
+                max_pool_2x2_block(x, w, y, arg, oy, min64(ox, ow - 2 * POOL_BLOCK),
+                                   2 * POOL_BLOCK);
         else
             for (int64_t ox = 0; ox < ow; ox += POOL_BLOCK)
                 max_pool_2x2_block(x, w, y, arg, oy, min64(ox, ow - POOL_BLOCK), POOL_BLOCK);
