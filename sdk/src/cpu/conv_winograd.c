@@ -119,12 +119,12 @@ static void weight_grad(const sc_wino_shape *s, const float *du, float *gw)
  * (tile tx spans columns e[tx], o[tx], e[tx + 1], o[tx + 1]). Transformed
  * tiles are at [xi xs + tx]. */
 
-/* v = B^T d B for each patch d of the row. */
-ALWAYS_INLINE void input_row(const float *restrict e, const float *restrict o, int64_t ld,
-                             int64_t tw, float *restrict v, int64_t xs)
+/* v = B^T d B for the patches d of tiles [t0, t0 + n) of the row. */
+ALWAYS_INLINE void input_patches(const float *restrict e, const float *restrict o, int64_t ld,
+                                 int64_t t0, int64_t n, float *restrict v, int64_t xs)
 {
 #pragma omp simd
-    for (int64_t tx = 0; tx < tw; tx++) {
+    for (int64_t tx = t0; tx < t0 + n; tx++) {
         /* B^T down each column of the patch, then B^T along each row */
         f4 c0 = bt4(get4(e + tx, ld)), c1 = bt4(get4(o + tx, ld));
         f4 c2 = bt4(get4(e + tx + 1, ld)), c3 = bt4(get4(o + tx + 1, ld));
@@ -133,6 +133,14 @@ ALWAYS_INLINE void input_row(const float *restrict e, const float *restrict o, i
         put4(v + 8 * xs + tx, xs, bt4((f4){c0.v2, c1.v2, c2.v2, c3.v2}));
         put4(v + 12 * xs + tx, xs, bt4((f4){c0.v3, c1.v3, c2.v3, c3.v3}));
     }
+}
+
+/* v = B^T d B for each patch d of a row of TW tiles, in blocks that
+ * vectorise. */
+ALWAYS_INLINE void input_row(const float *restrict e, const float *restrict o, int64_t ld,
+                             int64_t tw, float *restrict v, int64_t xs)
+{
+    SC_CPU_ROW_BLOCKS(tw, t0, n, input_patches(e, o, ld, t0, n, v, xs));
 }
 
 /* tmp [16, n] = B dv B^T for each of n patches, the adjoint of input_row:

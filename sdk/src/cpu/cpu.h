@@ -43,6 +43,31 @@ ALWAYS_INLINE float sc_cpu_relu_grad(float x, float g) { return x > 0.0f ? g : 0
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
+/* Runs `body` over [0, len) in blocks [start, start + n): n = 8, or 4 when
+ * len < 8, the last block moved back to end at len (where it overlaps the
+ * one before, body must write the same values again); when len < 4, once
+ * with n = len. With n a constant, body's `omp simd` loop over the block
+ * vectorises whole: a loop over a short row (the 7 or 14 outputs of the
+ * cnn's layers) would run mostly in its scalar tail. */
+#define SC_CPU_ROW_BLOCKS(len, start, n, body)                                                     \
+    do {                                                                                           \
+        int64_t len_ = (len);                                                                      \
+        if (len_ >= 8) {                                                                           \
+            for (int64_t at_ = 0; at_ < len_; at_ += 8) {                                          \
+                const int64_t start = min64(at_, len_ - 8), n = 8;                                 \
+                body;                                                                              \
+            }                                                                                      \
+        } else if (len_ >= 4) {                                                                    \
+            for (int64_t at_ = 0; at_ < len_; at_ += 4) {                                          \
+                const int64_t start = min64(at_, len_ - 4), n = 4;                                 \
+                body;                                                                              \
+            }                                                                                      \
+        } else {                                                                                   \
+            const int64_t start = 0, n = len_;                                                     \
+            body;                                                                                  \
+        }                                                                                          \
+    } while (0)
+
 /* Pooling's geometry: x [planes, H, W] -> y [planes, OH, OW]. */
 typedef struct sc_cpu_pool_geom {
     int64_t planes, h, w, oh, ow;

@@ -61,14 +61,7 @@ static float window_max(const float *restrict x, window b, int32_t *at)
     return best;
 }
 
-/* Short rows (7 or 14 outputs) leave a vectorised loop over a whole row
- * mostly in its scalar tail, so the 2x2 kernels run over fixed blocks of
- * 8 outputs, or of 4 in rows shorter than 8, the last block moved back to
- * end at the row's end. A block rewritten in part writes the same values
- * again. */
-#define POOL_BLOCK 4
-
-/* Outputs [ox, ox + n) of row oy of a 2x2 max pooling; n a constant. */
+/* Outputs [ox, ox + n) of row oy of a 2x2 max pooling. */
 ALWAYS_INLINE void max_pool_2x2_block(const float *restrict x, int64_t w, float *restrict y,
                                       int32_t *restrict arg, int64_t oy, int64_t ox, int64_t n)
 {
@@ -87,20 +80,13 @@ ALWAYS_INLINE void max_pool_2x2_block(const float *restrict x, int64_t w, float 
 }
 
 /* One plane through 2x2 windows at stride 2 without padding (the usual
- * pooling), ow >= POOL_BLOCK. */
+ * pooling), each row in blocks that vectorise. */
 SC_CPU_CLONES
 static void max_pool_2x2(const float *restrict x, int64_t w, float *restrict y,
                          int32_t *restrict arg, int64_t oh, int64_t ow)
 {
-    for (int64_t oy = 0; oy < oh; oy++, y += ow, arg += ow) {
-        if (ow >= 2 * POOL_BLOCK)
-            for (int64_t ox = 0; ox < ow; ox += 2 * POOL_BLOCK)
-                max_pool_2x2_block(x, w, y, arg, oy, min64(ox, ow - 2 * POOL_BLOCK),
-                                   2 * POOL_BLOCK);
-        else
-            for (int64_t ox = 0; ox < ow; ox += POOL_BLOCK)
-                max_pool_2x2_block(x, w, y, arg, oy, min64(ox, ow - POOL_BLOCK), POOL_BLOCK);
-    }
+    for (int64_t oy = 0; oy < oh; oy++, y += ow, arg += ow)
+        SC_CPU_ROW_BLOCKS(ow, ox, n, max_pool_2x2_block(x, w, y, arg, oy, ox, n));
 }
 
 static float window_sum(const float *restrict x, window b)
@@ -129,7 +115,7 @@ ALWAYS_INLINE void pool_plane(const sc_cpu_pool_geom *g, pool_mode mode, float *
 {
     const sc_pool2d_params *p = &g->p;
     float inv = 1.0f / (float)(p->kernel[0] * p->kernel[1]);
-    if (mode == POOL_MAX && g->pairs && g->ow >= POOL_BLOCK) {
+    if (mode == POOL_MAX && g->pairs) {
         max_pool_2x2(x, g->w, y, arg, g->oh, g->ow);
         return;
     }
@@ -174,7 +160,7 @@ ALWAYS_INLINE float keep_if(bool take, float v)
 }
 
 /* Outputs [ox, ox + n) of row oy of max_unpool_2x2 (input rows 2 oy and
- * 2 oy + 1); n a constant. */
+ * 2 oy + 1). */
 ALWAYS_INLINE void unpool_2x2_block(const float *restrict g, const int32_t *restrict at,
                                     const float *restrict relu_y, float *restrict gx,
                                     int64_t oy, int64_t w, int64_t ox, int64_t n)
@@ -194,18 +180,12 @@ ALWAYS_INLINE void unpool_2x2_block(const float *restrict g, const int32_t *rest
     }
 }
 
-/* Row oy of max_unpool_2x2, in blocks as max_pool_2x2's. */
+/* Row oy of max_unpool_2x2, in blocks that vectorise. */
 ALWAYS_INLINE void unpool_2x2_row(const float *restrict g, const int32_t *restrict at,
                                   const float *restrict relu_y, float *restrict gx, int64_t oy,
                                   int64_t w, int64_t ow)
 {
-    if (ow >= 2 * POOL_BLOCK)
-        for (int64_t ox = 0; ox < ow; ox += 2 * POOL_BLOCK)
-            unpool_2x2_block(g, at, relu_y, gx, oy, w, min64(ox, ow - 2 * POOL_BLOCK),
-                             2 * POOL_BLOCK);
-    else
-        for (int64_t ox = 0; ox < ow; ox += POOL_BLOCK)
-            unpool_2x2_block(g, at, relu_y, gx, oy, w, min64(ox, ow - POOL_BLOCK), POOL_BLOCK);
+    SC_CPU_ROW_BLOCKS(ow, ox, n, unpool_2x2_block(g, at, relu_y, gx, oy, w, ox, n));
     for (int64_t ix = 2 * ow; ix < w; ix++) /* an odd width's last column */
         gx[2 * oy * w + ix] = gx[(2 * oy + 1) * w + ix] = 0.0f;
 }
@@ -214,7 +194,7 @@ ALWAYS_INLINE void unpool_2x2_row(const float *restrict g, const int32_t *restri
  * each window's max gets 0 + gy (what zeroing and adding gives: +0 for a
  * -0 gradient) and the rest of gx 0, every element written once (a block
  * moved back writes some twice, the same values), without a branch per
- * element. ow >= POOL_BLOCK. */
+ * element. */
 SC_CPU_CLONES
 static void max_unpool_2x2(const sc_cpu_pool_geom *g, const float *restrict gy,
                            const int32_t *restrict arg, const float *restrict relu_y,
@@ -235,7 +215,7 @@ void sc_cpu_max_pool_plane_grad(const sc_cpu_pool_geom *g, const float *restrict
                                 const int32_t *restrict arg, const float *restrict relu_y,
                                 float *restrict gx, bool fresh)
 {
-    if (fresh && g->pairs && g->ow >= POOL_BLOCK) {
+    if (fresh && g->pairs) {
         max_unpool_2x2(g, gy, arg, relu_y, gx);
         return;
     }

@@ -440,8 +440,8 @@ static float plain_window_max(const float *x, int64_t w, int64_t oy, int64_t ox,
 }
 
 /* The 2x2 kernels run rows in blocks of 8 or 4 outputs, the last block
- * moved back to end with the row: every output width from 1 to 19 (block
- * ends, overlaps, the generic path below 4) and odd sides, against the
+ * moved back to end with the row: every output width from 1 to 19 (whole
+ * blocks, overlapping ones, rows under 4) and odd sides, against the
  * plain loop, with many ties and some NaNs: the values and where the
  * gradient goes, bit for bit, into x's gradient (added to) and into a
  * fresh one (of x scaled by 1, the loop that writes every element). */
