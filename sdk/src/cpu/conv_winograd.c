@@ -24,7 +24,8 @@
  * output transforms and the input's adjoint walk all the tiles a chunk
  * has in an image at once, not a row of tiles at a time: a 14x14 layer's
  * row has 7 tiles, too few for AVX2's 8 lanes. The input transform reads
- * patches that overlap along the row, and still walks a row at a time. */
+ * patches that overlap along the row, and walks a row at a time, in
+ * blocks of 8 or 4 tiles (SC_CPU_ROW_BLOCKS). */
 #include <cblas.h>
 #include <string.h>
 
