@@ -215,9 +215,9 @@ Test(norm, batch_norm_relu_equals_the_two_ops)
 /* The fused pooling is max_pool2d of batch_norm(x), or of its relu,
  * exactly: 2x2 windows (their own loops, in blocks of 4 outputs, two
  * overlapping at side 14; odd planes leave a row and a column out) and
- * overlapping padded 3x3 ones at stride 2. Windows all
- * below zero before the relu tie at 0, and must send their gradient
- * where max_pool2d does. */
+ * overlapping padded 3x3 ones at stride 2. Windows all below zero before
+ * the relu tie at 0, and must send their gradient where max_pool2d
+ * does. */
 Test(norm, batch_norm_max_pool_equals_the_ops)
 {
     enum { N = 6, C = 4 };
