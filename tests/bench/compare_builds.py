@@ -141,15 +141,19 @@ def throughput(args, builds):
             busy.kill()
 
 
+def run_or_exit(cmd, env):
+    status = subprocess.run(cmd, env={**os.environ, **env}, stdout=subprocess.DEVNULL).returncode
+    if status:
+        sys.exit(f"failed ({status}): {' '.join(cmd)}")
+
+
 def exported_tensors(build, env, model, tmp):
     """The tensors of a short run's weights: the safetensors file without
     its metadata, which names the run's files."""
     run_dir, out = f"{tmp}/run-{model}", f"{tmp}/{model}.safetensors"
-    subprocess.run(train_cmd(build, model, run_dir, 20, 64, 3), env={**os.environ, **env},
-                   stdout=subprocess.DEVNULL, check=True)
-    subprocess.run([f"{build}/host/scorch-export", "--checkpoint",
-                    f"{run_dir}/checkpoints/last.ckpt", "--out", out],
-                   stdout=subprocess.DEVNULL, check=True)
+    run_or_exit(train_cmd(build, model, run_dir, 20, 64, 3), env)
+    run_or_exit([f"{build}/host/scorch-export", "--checkpoint",
+                 f"{run_dir}/checkpoints/last.ckpt", "--out", out], env)
     with open(out, "rb") as f:
         blob = f.read()
     n = int.from_bytes(blob[:8], "little")
