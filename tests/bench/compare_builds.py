@@ -36,8 +36,8 @@ import sys
 import tempfile
 import time
 
-MODEL_ARGS = {"mlp": "hidden=256:128", "cnn": "channels=32:64,hidden=128",
-              "resnet": "stem=32,channels=32:64:128,blocks=2"}
+from bench_train import MODELS  # the models' arguments, as bench_train runs them
+
 STEPS = {"mlp": 300, "cnn": 100, "resnet": 30}
 QUIET_CORES = 0.1
 HZ = os.sysconf("SC_CLK_TCK")
@@ -91,7 +91,7 @@ class Others:
 
 def train_cmd(build, model, run_dir, steps, batch, seed):
     return [f"{build}/host/scorch-train", "--model", f"{build}/plugins/{model}.so",
-            "--model-args", MODEL_ARGS[model], "--dataset", f"{build}/plugins/fashion_mnist.so",
+            "--model-args", MODELS[model]["args"], "--dataset", f"{build}/plugins/fashion_mnist.so",
             "--dataset-path", "/usr/share/datasets/fashion-mnist", "--epochs", "1",
             "--max-train-iterations", str(steps), "--max-valid-iterations", "1",
             "--max-test-iterations", "1", "--threads", "2", "--workers", "1",
@@ -203,7 +203,7 @@ def main():
     models = args.models or ("mlp,cnn,resnet" if args.same_bits else "cnn")
     args.models = models.split(",")
     for m in args.models:
-        if m not in MODEL_ARGS:
+        if m not in MODELS:
             sys.exit(f"--models: unknown model {m!r} (mlp, cnn or resnet)")
     if args.same_bits:
         return same_bits(args, builds)
