@@ -221,6 +221,30 @@ static void interrupted_sweep(const char *dir, const char *out, bool hard, snaps
     free_state(&s);
 }
 
+/* Whether an interruption left a trial running with a checkpoint, the
+ * case a resume is for. A trial that was midway can still end between
+ * wait_for_the_middle and the signal. */
+static bool left_a_resumable_trial(const snapshot *trials)
+{
+    for (int t = 0; t < TRIALS; t++)
+        if (trials[t].status == HOST_TRIAL_RUNNING && trials[t].checkpoint)
+            return true;
+    return false;
+}
+
+/* An interruption by SIGINT into a fresh dir/soft-N until one leaves a
+ * trial to resume; writes the N it used into out. */
+static void softly_interrupted_sweep(const char *dir, char *out, size_t size, snapshot *trials)
+{
+    for (int attempt = 1;; attempt++) {
+        snprintf(out, size, "soft-%d", attempt);
+        interrupted_sweep(dir, out, false, trials);
+        if (left_a_resumable_trial(trials))
+            return;
+        cr_assert_lt(attempt, 3, "%d SIGINTs in a row caught no trial midway", attempt);
+    }
+}
+
 /* The launches a trial got after the interruption: none more for one that
  * had ended; a resume for one with a checkpoint; a start from nothing for
  * one without. After SIGINT every trial that had trained an epoch wrote a
@@ -283,42 +307,41 @@ static void expect_png(const char *path, uint32_t width, uint32_t height)
 
 Test(sweep, killed_in_the_middle_and_run_again_trains_each_trial_once_and_exactly)
 {
-    char dir[DIR_LEN];
+    char dir[DIR_LEN], soft_out[16], path[PATH], out[PATH];
     snapshot soft[TRIALS], hard[TRIALS];
     temp_dir(dir, sizeof dir);
     write_lr_width(dir);
-    interrupted_sweep(dir, "soft", false, soft);
+    softly_interrupted_sweep(dir, soft_out, sizeof soft_out, soft);
     interrupted_sweep(dir, "hard", true, hard);
     run_result r = run_sweep(dir, "reference", ARGS("--parallel", "2"), NULL);
     expect_status(&r, 0);
     expect_in(r.out, "| rank | trial | lr | model-args.hidden | best accuracy");
     cr_assert_null(strstr(r.out, "\033[K"), "a progress line outside a terminal:\n%s", r.out);
     run_result_free(&r);
-    r = run_sweep(dir, "soft", ARGS("--parallel", "2"), NULL);
+    r = run_sweep(dir, soft_out, ARGS("--parallel", "2"), NULL);
     expect_status(&r, 0);
     expect_in(r.out, "resumed from its last checkpoint");
     run_result_free(&r);
     r = run_sweep(dir, "hard", ARGS("--parallel", "2"), NULL);
     expect_status(&r, 0);
     run_result_free(&r);
-    expect_like_uninterrupted(dir, "soft", soft, false);
+    expect_like_uninterrupted(dir, soft_out, soft, false);
     expect_like_uninterrupted(dir, "hard", hard, true);
 
     /* results.csv: a header and a row per trial; the plot */
-    char path[PATH], out[PATH];
-    snprintf(path, sizeof path, "%s/soft/results.csv", dir);
+    snprintf(path, sizeof path, "%s/%s/results.csv", dir, soft_out);
     char *csv = read_text(path);
     expect_in(csv, "trial,status,lr,model-args.hidden,best_accuracy,best_epoch,last_accuracy,");
     expect_in(csv, "\n8,done,0.1,48,");
     free(csv);
-    snprintf(out, sizeof out, "%s/soft", dir);
+    snprintf(out, sizeof out, "%s/%s", dir, soft_out);
     r = run_program(ARGS(plot_bin, "--sweep", out), NULL);
     expect_status(&r, 0);
     run_result_free(&r);
-    snprintf(path, sizeof path, "%s/soft/sweep.png", dir);
+    snprintf(path, sizeof path, "%s/%s/sweep.png", dir, soft_out);
     expect_png(path, 1200, 800);
     /* done: a third run has nothing to do */
-    r = run_sweep(dir, "soft", ARGS("--parallel", "2"), NULL);
+    r = run_sweep(dir, soft_out, ARGS("--parallel", "2"), NULL);
     expect_status(&r, 0);
     expect_in(r.out, "8 trials (8 ended, 0 to resume, 0 to start)");
     cr_assert_null(strstr(r.out, "started"), "%s", r.out);
