@@ -78,17 +78,30 @@ typedef struct sc_cpu_pool_geom {
 sc_cpu_pool_geom sc_cpu_pool_geom_of(const sc_pool2d_params *p, const sc_tensor *x,
                                      const sc_tensor *y);
 
+/* Max pooling saves, for backward, where each window's max is: with 2x2
+ * windows at stride 2 (g->pairs), a byte per window, the max's place in
+ * it (2 dy + dx), a quarter of an index's memory traffic; with other
+ * windows, its flat index in the plane (i32). When a relu follows the
+ * pooling, fused (batch norm's), the record also says where the relu
+ * passes no gradient (the pooled output is not > 0): the byte has
+ * SC_CPU_POOL_BLOCKED added, the index is complemented (~index); backward
+ * then needs no second look at the output. */
+enum { SC_CPU_POOL_BLOCKED = 4 };
+
+/* The record [planes, OH, OW] of a max pooling with output y (u8 for
+ * pairs, else i32), and plane `plane`'s part of its data. */
+sc_tensor *sc_cpu_pool_record_new(sc_ctx *ctx, const sc_cpu_pool_geom *g, const sc_tensor *y);
+void *sc_cpu_pool_record_plane(const sc_cpu_pool_geom *g, const void *record, int64_t plane);
+
 /* Max pooling of one plane, for max_pool2d and batch norm's fused pooling
- * alike: y [OH, OW] = the max of x [H, W] under each window, arg [OH, OW]
- * its flat index in the plane (the first where the max repeats); and
- * backward, gx [H, W] (+)= gy [OH, OW] at the saved indices, gx zeroed
- * first when fresh. When x is a relu's output, relu_y [OH, OW] (the
- * pooled output) takes the relu's gradient on the pooled side: a window's
- * max passes gy where it is > 0, which is where the relu's input at the
- * max is (the same values as masking gx afterwards); NULL for no relu. */
-void sc_cpu_max_pool_plane(const sc_cpu_pool_geom *g, const float *x, float *y, int32_t *arg);
-void sc_cpu_max_pool_plane_grad(const sc_cpu_pool_geom *g, const float *gy, const int32_t *arg,
-                                const float *relu_y, float *gx, bool fresh);
+ * alike: y [OH, OW] = the max of x [H, W] under each window (the first
+ * where the max repeats), arg its record (above), blocked where y is not
+ * > 0 when relu; and backward, gx [H, W] (+)= gy [OH, OW] where the record
+ * says, +0 where blocked, gx zeroed first when fresh. */
+void sc_cpu_max_pool_plane(const sc_cpu_pool_geom *g, const float *x, float *y, void *arg,
+                           bool relu);
+void sc_cpu_max_pool_plane_grad(const sc_cpu_pool_geom *g, const float *gy, const void *arg,
+                                float *gx, bool fresh);
 
 #define SC_CPU_KERNEL_DECL(id, name) extern const sc_kernel sc_cpu_kernel_##name;
 SC_OP_LIST(SC_CPU_KERNEL_DECL)

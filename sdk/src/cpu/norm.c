@@ -9,9 +9,9 @@
  * masks each row of the output's gradient as it comes to it, by the relu's
  * input found again from x. With max pooling fused in too
  * (sc_batch_norm_max_pool2d), forward pools each row (an image's plane) in
- * cache and saves the windows' max indices, and backward spreads each
- * row's gradient back from the pooled one, the relu's mask taken from the
- * pooled output.
+ * cache and saves where the windows' maxima are and where the relu blocks
+ * (the pooling's record, cpu.h), and backward spreads each row's gradient
+ * back from the pooled one by that record alone.
  *
  * Layer norm runs its rows in parallel, and its weight and bias gradients
  * by blocks of columns. Each sum has one owner and a fixed order (vector
@@ -31,17 +31,16 @@ ALWAYS_INLINE float bn_affine(float x, float k, float a, float b) { return (x - 
 
 /* How backward finds, row by row, the gradient of batch norm's own output
  * from the op's output gradient gy. Pooled, it spreads the pooled
- * gradient back through the saved indices, a relu's mask taken on the
- * pooled side from the op's output (sc_cpu_max_pool_plane_grad). Not
+ * gradient back through the pooling's record, which holds a relu's mask
+ * on the pooled side too (sc_cpu_max_pool_plane_grad). Not
  * pooled, a relu masks gy by its input, found again from x with the mean,
  * scale (rstd weight) and bias forward applied: backward reads x anyway,
  * and the relu's output would be a stream over memory more in each of its
  * two passes. */
 typedef struct bn_grad {
     const float *gy;           /* [N, C, S], or [N, C, OH, OW] when pooled */
-    const int32_t *arg;        /* the pooling's indices [N, C, OH, OW]; NULL if none */
+    const void *arg;           /* the pooling's record [N, C, OH, OW]; NULL if none */
     sc_cpu_pool_geom pool;     /* with arg */
-    const float *relu_y;       /* pooled after a relu: the op's output; else NULL */
     const float *mean, *bias;  /* [C] */
     const float *scale;        /* [C], an unpooled relu's; else NULL */
     float *rows;               /* per-thread scratch rows, S floats each */
@@ -71,8 +70,8 @@ static const float *grad_row(const bn_grad *v, const float *restrict x, int64_t 
     float *own = v->rows + omp_get_thread_num() * len;
     if (v->arg) {
         int64_t out = v->pool.oh * v->pool.ow;
-        sc_cpu_max_pool_plane_grad(&v->pool, v->gy + row * out, v->arg + row * out,
-                                   v->relu_y ? v->relu_y + row * out : NULL, own, true);
+        sc_cpu_max_pool_plane_grad(&v->pool, v->gy + row * out,
+                                   sc_cpu_pool_record_plane(&v->pool, v->arg, row), own, true);
         return own;
     }
     if (!v->scale)
@@ -210,12 +209,13 @@ static float *scratch_rows(sc_ctx *ctx, bn_geom g)
     return sc_ctx_alloc(ctx, (size_t)(omp_get_max_threads() * g.s) * sizeof(float));
 }
 
-/* For the fused pooling: saved[1] [N, C, OH, OW], the index of each
- * window's max in its plane, *arg its data and *rows the scratch rows that
- * hold the planes before pooling. */
-static sc_status bn_pool_prepare(sc_node *node, bn_geom g, int32_t **arg, float **rows)
+/* For the fused pooling of geometry pool: saved[1] [N, C, OH, OW], its
+ * record, *arg its data and *rows the scratch rows that hold the planes
+ * before pooling. */
+static sc_status bn_pool_prepare(sc_node *node, bn_geom g, const sc_cpu_pool_geom *pool,
+                                 void **arg, float **rows)
 {
-    sc_tensor *args = sc_tensor_new(node->ctx, SC_I32, 4, node->out->shape);
+    sc_tensor *args = sc_cpu_pool_record_new(node->ctx, pool, node->out);
     *rows = scratch_rows(node->ctx, g);
     if (!args || !*rows)
         return SC_ERR_NOMEM;
@@ -248,12 +248,12 @@ static sc_status batch_norm_forward(sc_node *node)
             rstd[ch] = (float)(1.0 / sqrt((double)rv[ch] + p->eps));
         }
     }
-    int32_t *arg = NULL;
+    void *arg = NULL;
     float *rows = NULL;
     sc_cpu_pool_geom pool = {0};
     if (p->pooled) {
-        SC_TRY(bn_pool_prepare(node, g, &arg, &rows));
         pool = sc_cpu_pool_geom_of(&p->pool, node->in[0], node->out);
+        SC_TRY(bn_pool_prepare(node, g, &pool, &arg, &rows));
     }
     int64_t out = pool.oh * pool.ow;
 #pragma omp parallel for schedule(static) if (node->in[0]->numel > SC_CPU_PAR_MIN)
@@ -262,7 +262,8 @@ static sc_status batch_norm_forward(sc_node *node)
         float *yr = p->pooled ? rows + omp_get_thread_num() * g.s : y + row * g.s;
         affine_row(yr, x + row * g.s, mean[ch], rstd[ch] * w[ch], b[ch], p->relu, g.s);
         if (p->pooled)
-            sc_cpu_max_pool_plane(&pool, yr, y + row * out, arg + row * out);
+            sc_cpu_max_pool_plane(&pool, yr, y + row * out,
+                                  sc_cpu_pool_record_plane(&pool, arg, row), p->relu);
     }
     return SC_OK;
 }
@@ -277,7 +278,6 @@ static sc_status bn_grad_of(const sc_node *node, bn_geom g, const sc_tensor *gy,
     if (p->pooled) {
         v->arg = node->saved[1]->data;
         v->pool = sc_cpu_pool_geom_of(&p->pool, node->in[0], node->out);
-        v->relu_y = p->relu ? sc_tensor_f32(node->out) : NULL;
     } else if (p->relu) {
         float *scale = sc_ctx_alloc(node->ctx, (size_t)g.c * sizeof *scale);
         if (!scale)

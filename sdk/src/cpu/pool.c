@@ -1,7 +1,7 @@
 /* CPU kernels for max, average and global average pooling. Planes (one
  * image's channel) run in parallel and each is written by one thread, so
- * results do not depend on the thread count. Max pooling saves the flat
- * index of each window's maximum (i32, within its plane) for backward. */
+ * results do not depend on the thread count. Max pooling saves where each
+ * window's maximum is for backward (cpu.h, SC_CPU_POOL_BLOCKED). */
 #include <math.h>
 #include <string.h>
 
@@ -20,6 +20,17 @@ sc_cpu_pool_geom sc_cpu_pool_geom_of(const sc_pool2d_params *p, const sc_tensor 
 static sc_cpu_pool_geom pool_geom_of(const sc_node *node)
 {
     return sc_cpu_pool_geom_of(&node->params.pool2d, node->in[0], node->out);
+}
+
+sc_tensor *sc_cpu_pool_record_new(sc_ctx *ctx, const sc_cpu_pool_geom *g, const sc_tensor *y)
+{
+    return sc_tensor_new(ctx, g->pairs ? SC_U8 : SC_I32, y->ndim, y->shape);
+}
+
+void *sc_cpu_pool_record_plane(const sc_cpu_pool_geom *g, const void *record, int64_t plane)
+{
+    size_t size = g->pairs ? sizeof(uint8_t) : sizeof(int32_t);
+    return (char *)record + (size_t)(plane * g->oh * g->ow) * size; /* strchr's const rule */
 }
 
 /* The input span [*lo, *hi) under output o's window along one axis;
@@ -61,32 +72,41 @@ static float window_max(const float *restrict x, window b, int32_t *at)
     return best;
 }
 
-/* Outputs [ox, ox + n) of row oy of a 2x2 max pooling. */
+/* Whether a relu after the pooling passes no gradient at output y. */
+ALWAYS_INLINE bool relu_blocks(bool relu, float y) { return relu & !(y > 0.0f); }
+
+/* Outputs [ox, ox + n) of row oy of a 2x2 max pooling, n <= 8, and their
+ * bytes. The bytes go through 32-bit lanes: a loop that stored them
+ * directly would vectorise by 8 bytes or more, leaving a block of 4 scalar. */
 ALWAYS_INLINE void max_pool_2x2_block(const float *restrict x, int64_t w, float *restrict y,
-                                      int32_t *restrict arg, int64_t oy, int64_t ox, int64_t n)
+                                      uint8_t *restrict arg, bool relu, int64_t oy, int64_t ox,
+                                      int64_t n)
 {
     const float *r0 = x + 2 * oy * w, *r1 = r0 + w;
-    int32_t top = (int32_t)(2 * oy * w), bottom = top + (int32_t)w;
+    int32_t code[8];
 #pragma omp simd
-    for (int64_t l = ox; l < ox + n; l++) {
-        int32_t j = 2 * (int32_t)l, at = top + j;
-        float best = r0[2 * l];
-        max_take(&best, &at, r0[2 * l + 1], top + j + 1);
-        max_take(&best, &at, r1[2 * l], bottom + j);
-        max_take(&best, &at, r1[2 * l + 1], bottom + j + 1);
-        y[l] = best;
-        arg[l] = at;
+    for (int64_t l = 0; l < n; l++) {
+        int64_t i = 2 * (ox + l);
+        int32_t at = 0;
+        float best = r0[i];
+        max_take(&best, &at, r0[i + 1], 1);
+        max_take(&best, &at, r1[i], 2);
+        max_take(&best, &at, r1[i + 1], 3);
+        y[ox + l] = best;
+        code[l] = at + SC_CPU_POOL_BLOCKED * (int32_t)relu_blocks(relu, best);
     }
+    for (int64_t l = 0; l < n; l++)
+        arg[ox + l] = (uint8_t)code[l];
 }
 
 /* One plane through 2x2 windows at stride 2 without padding (the usual
  * pooling), each row in blocks that vectorise. */
 SC_CPU_CLONES
 static void max_pool_2x2(const float *restrict x, int64_t w, float *restrict y,
-                         int32_t *restrict arg, int64_t oh, int64_t ow)
+                         uint8_t *restrict arg, bool relu, int64_t oh, int64_t ow)
 {
     for (int64_t oy = 0; oy < oh; oy++, y += ow, arg += ow)
-        SC_CPU_ROW_BLOCKS(ow, ox, n, max_pool_2x2_block(x, w, y, arg, oy, ox, n));
+        SC_CPU_ROW_BLOCKS(ow, ox, n, max_pool_2x2_block(x, w, y, arg, relu, oy, ox, n));
 }
 
 static float window_sum(const float *restrict x, window b)
@@ -107,16 +127,17 @@ static void window_add(float *restrict x, window b, float v)
 
 typedef enum pool_mode { POOL_MAX, POOL_AVG, POOL_AVG_BACKWARD } pool_mode;
 
-/* One plane: y [OH, OW] = the max (with arg) or mean of x [H, W] under each
- * window; or, backward, each window of x += y / (KH KW). Average pooling
- * counts the padding (count_include_pad). */
+/* One plane: y [OH, OW] = the max (with its record arg, blocked where
+ * relu) or mean of x [H, W] under each window; or, backward, each window
+ * of x += y / (KH KW). Average pooling counts the padding
+ * (count_include_pad). */
 ALWAYS_INLINE void pool_plane(const sc_cpu_pool_geom *g, pool_mode mode, float *x, float *y,
-                              int32_t *arg)
+                              void *arg, bool relu)
 {
     const sc_pool2d_params *p = &g->p;
     float inv = 1.0f / (float)(p->kernel[0] * p->kernel[1]);
     if (mode == POOL_MAX && g->pairs) {
-        max_pool_2x2(x, g->w, y, arg, g->oh, g->ow);
+        max_pool_2x2(x, g->w, y, arg, relu, g->oh, g->ow);
         return;
     }
     for (int64_t oy = 0; oy < g->oh; oy++) {
@@ -125,9 +146,12 @@ ALWAYS_INLINE void pool_plane(const sc_cpu_pool_geom *g, pool_mode mode, float *
         for (int64_t ox = 0; ox < g->ow; ox++) {
             window_span(ox, p->kernel[1], p->stride[1], p->padding[1], g->w, &b.x0, &b.x1);
             int64_t o = oy * g->ow + ox;
-            if (mode == POOL_MAX)
-                y[o] = window_max(x, b, &arg[o]);
-            else if (mode == POOL_AVG)
+            if (mode == POOL_MAX) {
+                int32_t *at = (int32_t *)arg + o;
+                y[o] = window_max(x, b, at);
+                if (relu_blocks(relu, y[o]))
+                    *at = ~*at;
+            } else if (mode == POOL_AVG)
                 y[o] = window_sum(x, b) * inv;
             else
                 window_add(x, b, y[o] * inv);
@@ -135,19 +159,22 @@ ALWAYS_INLINE void pool_plane(const sc_cpu_pool_geom *g, pool_mode mode, float *
     }
 }
 
-/* Runs pool_plane on every plane, in parallel; x and y are whole tensors. */
+/* Runs pool_plane on every plane, in parallel; x, y and the record arg
+ * (max pooling's) are whole tensors. */
 ALWAYS_INLINE void pool_planes(const sc_cpu_pool_geom *g, pool_mode mode, float *x, float *y,
-                               int32_t *arg)
+                               void *arg)
 {
     int64_t in = g->h * g->w, out = g->oh * g->ow;
 #pragma omp parallel for schedule(static) if (g->planes * in > SC_CPU_PAR_MIN)
     for (int64_t c = 0; c < g->planes; c++)
-        pool_plane(g, mode, x + c * in, y + c * out, arg ? arg + c * out : NULL);
+        pool_plane(g, mode, x + c * in, y + c * out,
+                   arg ? sc_cpu_pool_record_plane(g, arg, c) : NULL, false);
 }
 
-void sc_cpu_max_pool_plane(const sc_cpu_pool_geom *g, const float *x, float *y, int32_t *arg)
+void sc_cpu_max_pool_plane(const sc_cpu_pool_geom *g, const float *x, float *y, void *arg,
+                           bool relu)
 {
-    pool_plane(g, POOL_MAX, (float *)x, y, arg);
+    pool_plane(g, POOL_MAX, (float *)x, y, arg, relu);
 }
 
 /* v where take, else +0: with a bit mask, never a branch (a coin flip on
@@ -160,78 +187,85 @@ ALWAYS_INLINE float keep_if(bool take, float v)
 }
 
 /* Outputs [ox, ox + n) of row oy of max_unpool_2x2 (input rows 2 oy and
- * 2 oy + 1). */
-ALWAYS_INLINE void unpool_2x2_block(const float *restrict g, const int32_t *restrict at,
-                                    const float *restrict relu_y, float *restrict gx,
-                                    int64_t oy, int64_t w, int64_t ox, int64_t n)
+ * 2 oy + 1), n <= 8, the bytes widened first (max_pool_2x2_block). A
+ * blocked window's byte matches no place: all four get +0. */
+ALWAYS_INLINE void unpool_2x2_block(const float *restrict g, const uint8_t *restrict arg,
+                                    float *restrict gx, int64_t oy, int64_t w, int64_t ox,
+                                    int64_t n)
 {
     float *r0 = gx + 2 * oy * w, *r1 = r0 + w;
-    int32_t top = (int32_t)(2 * oy * w), bottom = top + (int32_t)w;
+    int32_t at[8];
+    for (int64_t l = 0; l < n; l++)
+        at[l] = arg[ox + l];
 #pragma omp simd
-    for (int64_t l = ox; l < ox + n; l++) { /* addresses in int64_t, to be affine in l */
-        int32_t j = 2 * (int32_t)l;
-        float v = 0.0f + g[l];
-        if (relu_y)
-            v = keep_if(relu_y[l] > 0.0f, v);
-        r0[2 * l] = keep_if(at[l] == top + j, v);
-        r0[2 * l + 1] = keep_if(at[l] == top + j + 1, v);
-        r1[2 * l] = keep_if(at[l] == bottom + j, v);
-        r1[2 * l + 1] = keep_if(at[l] == bottom + j + 1, v);
+    for (int64_t l = 0; l < n; l++) {
+        int64_t i = 2 * (ox + l);
+        float v = 0.0f + g[ox + l];
+        r0[i] = keep_if(at[l] == 0, v);
+        r0[i + 1] = keep_if(at[l] == 1, v);
+        r1[i] = keep_if(at[l] == 2, v);
+        r1[i + 1] = keep_if(at[l] == 3, v);
     }
-}
-
-/* Row oy of max_unpool_2x2, in blocks that vectorise. */
-ALWAYS_INLINE void unpool_2x2_row(const float *restrict g, const int32_t *restrict at,
-                                  const float *restrict relu_y, float *restrict gx, int64_t oy,
-                                  int64_t w, int64_t ow)
-{
-    SC_CPU_ROW_BLOCKS(ow, ox, n, unpool_2x2_block(g, at, relu_y, gx, oy, w, ox, n));
-    for (int64_t ix = 2 * ow; ix < w; ix++) /* an odd width's last column */
-        gx[2 * oy * w + ix] = gx[(2 * oy + 1) * w + ix] = 0.0f;
 }
 
 /* sc_cpu_max_pool_plane_grad of 2x2 windows at stride 2 into a fresh gx:
  * each window's max gets 0 + gy (what zeroing and adding gives: +0 for a
  * -0 gradient) and the rest of gx 0, every element written once (a block
- * moved back writes some twice, the same values), without a branch per
- * element. */
+ * moved back writes some twice, the same values), rows in blocks that
+ * vectorise, without a branch per element. */
 SC_CPU_CLONES
 static void max_unpool_2x2(const sc_cpu_pool_geom *g, const float *restrict gy,
-                           const int32_t *restrict arg, const float *restrict relu_y,
-                           float *restrict gx)
+                           const uint8_t *restrict arg, float *restrict gx)
 {
     for (int64_t oy = 0; oy < g->oh; oy++) {
         int64_t o = oy * g->ow;
-        if (relu_y) /* two loops, each without a test per element */
-            unpool_2x2_row(gy + o, arg + o, relu_y + o, gx, oy, g->w, g->ow);
-        else
-            unpool_2x2_row(gy + o, arg + o, NULL, gx, oy, g->w, g->ow);
+        SC_CPU_ROW_BLOCKS(g->ow, ox, n, unpool_2x2_block(gy + o, arg + o, gx, oy, g->w, ox, n));
+        for (int64_t ix = 2 * g->ow; ix < g->w; ix++) /* an odd width's last column */
+            gx[2 * oy * g->w + ix] = gx[(2 * oy + 1) * g->w + ix] = 0.0f;
     }
     if (2 * g->oh < g->h) /* an odd height's last row */
         memset(gx + 2 * g->oh * g->w, 0, (size_t)g->w * sizeof *gx);
 }
 
+/* Where output (oy, ox), the o-th, sends its gradient in the plane, and
+ * whether it is blocked. */
+ALWAYS_INLINE int64_t record_target(const sc_cpu_pool_geom *g, const void *arg, int64_t oy,
+                                    int64_t ox, int64_t o, bool *blocked)
+{
+    if (!g->pairs) {
+        int32_t at = ((const int32_t *)arg)[o];
+        *blocked = at < 0;
+        return at < 0 ? ~at : at;
+    }
+    int at = ((const uint8_t *)arg)[o];
+    *blocked = at & SC_CPU_POOL_BLOCKED;
+    return (2 * oy + (at >> 1 & 1)) * g->w + 2 * ox + (at & 1);
+}
+
 void sc_cpu_max_pool_plane_grad(const sc_cpu_pool_geom *g, const float *restrict gy,
-                                const int32_t *restrict arg, const float *restrict relu_y,
-                                float *restrict gx, bool fresh)
+                                const void *restrict arg, float *restrict gx, bool fresh)
 {
     if (fresh && g->pairs) {
-        max_unpool_2x2(g, gy, arg, relu_y, gx);
+        max_unpool_2x2(g, gy, arg, gx);
         return;
     }
     if (fresh)
         memset(gx, 0, (size_t)(g->h * g->w) * sizeof *gx);
-    for (int64_t o = 0; o < g->oh * g->ow; o++)
-        gx[arg[o]] += keep_if(!relu_y || relu_y[o] > 0.0f, gy[o]);
+    for (int64_t oy = 0, o = 0; oy < g->oh; oy++)
+        for (int64_t ox = 0; ox < g->ow; ox++, o++) {
+            bool blocked;
+            int64_t at = record_target(g, arg, oy, ox, o, &blocked);
+            gx[at] += keep_if(!blocked, gy[o]);
+        }
 }
 
 static sc_status max_pool2d_forward(sc_node *node)
 {
-    sc_tensor *arg = sc_tensor_new(node->ctx, SC_I32, node->out->ndim, node->out->shape);
+    sc_cpu_pool_geom g = pool_geom_of(node);
+    sc_tensor *arg = sc_cpu_pool_record_new(node->ctx, &g, node->out);
     if (!arg)
         return SC_ERR_NOMEM;
     node->saved[0] = arg;
-    sc_cpu_pool_geom g = pool_geom_of(node);
     pool_planes(&g, POOL_MAX, sc_tensor_f32(node->in[0]), sc_tensor_f32(node->out), arg->data);
     return SC_OK;
 }
@@ -243,14 +277,14 @@ static sc_status max_pool2d_backward(sc_node *node, const sc_tensor *gy,
 {
     sc_cpu_pool_geom g = pool_geom_of(node);
     int64_t in = g.h * g.w, out = g.oh * g.ow;
-    const int32_t *arg = node->saved[0]->data;
+    void *arg = node->saved[0]->data;
     const float *gyd = sc_tensor_f32(gy);
     float *gx = sc_tensor_f32(gin[0]);
     bool fresh = sc_node_grad_fresh(node, 0);
 #pragma omp parallel for schedule(static) if (g.planes * in > SC_CPU_PAR_MIN)
     for (int64_t c = 0; c < g.planes; c++)
-        sc_cpu_max_pool_plane_grad(&g, gyd + c * out, arg + c * out, NULL, gx + c * in,
-                                   fresh);
+        sc_cpu_max_pool_plane_grad(&g, gyd + c * out, sc_cpu_pool_record_plane(&g, arg, c),
+                                   gx + c * in, fresh);
     return SC_OK;
 }
 

@@ -214,21 +214,23 @@ Test(norm, batch_norm_relu_equals_the_two_ops)
 
 /* The fused pooling is max_pool2d of batch_norm(x), or of its relu,
  * exactly: 2x2 windows (their own loops, in blocks of 4 outputs, two
- * overlapping at side 14; odd planes leave a row and a column out) and
+ * overlapping at side 14, and of 3 at side 6; odd planes leave a row and
+ * a column out; the relu's mask kept in the windows' bytes) and
  * overlapping padded 3x3 ones at stride 2. Windows all below zero before
  * the relu tie at 0, and must send their gradient where max_pool2d
- * does. */
+ * does: channel 0's bias of -3 makes most of its windows so. */
 Test(norm, batch_norm_max_pool_equals_the_ops)
 {
     enum { N = 6, C = 4 };
     static const sc_pool2d_opts pools[] = {{.kernel = {2, 2}},
                                            {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}};
-    static const int64_t sides[] = {8, 9, 14};
+    static const int64_t sides[] = {6, 8, 9, 14};
     for (size_t p = 0; p < sizeof pools / sizeof pools[0]; p++)
         for (size_t k = 0; k < sizeof sides / sizeof sides[0]; k++)
             for (int relu = 0; relu < 2; relu++) {
                 sc_tensor *bn[4], *x = test_param(4, (int64_t[]){N, C, sides[k], sides[k]});
                 bn_params(C, bn);
+                sc_tensor_f32(bn[1])[0] = -3.0f;
                 char what[64];
                 snprintf(what, sizeof what, "pool %zu, side %lld, relu %d", p,
                          (long long)sides[k], relu);
