@@ -227,36 +227,36 @@ static void max_unpool_2x2(const sc_cpu_pool_geom *g, const float *restrict gy,
         memset(gx + 2 * g->oh * g->w, 0, (size_t)g->w * sizeof *gx);
 }
 
-/* Where output (oy, ox), the o-th, sends its gradient in the plane, and
- * whether it is blocked. */
-ALWAYS_INLINE int64_t record_target(const sc_cpu_pool_geom *g, const void *arg, int64_t oy,
-                                    int64_t ox, int64_t o, bool *blocked)
+/* gx [H, W] += the gradient of 2x2 windows at stride 2, gy [OH, OW], at
+ * each window's max (+0 where blocked), nothing else touched. */
+static void max_pool_2x2_add(const sc_cpu_pool_geom *g, const float *restrict gy,
+                             const uint8_t *restrict arg, float *restrict gx)
 {
-    if (!g->pairs) {
-        int32_t at = ((const int32_t *)arg)[o];
-        *blocked = at < 0;
-        return at < 0 ? ~at : at;
+    for (int64_t oy = 0; oy < g->oh; oy++, gy += g->ow, arg += g->ow) {
+        float *top = gx + 2 * oy * g->w;
+        for (int64_t ox = 0; ox < g->ow; ox++) {
+            int at = arg[ox];
+            top[(at >> 1 & 1) * g->w + 2 * ox + (at & 1)] +=
+                keep_if(at < SC_CPU_POOL_BLOCKED, gy[ox]);
+        }
     }
-    int at = ((const uint8_t *)arg)[o];
-    *blocked = at & SC_CPU_POOL_BLOCKED;
-    return (2 * oy + (at >> 1 & 1)) * g->w + 2 * ox + (at & 1);
 }
 
 void sc_cpu_max_pool_plane_grad(const sc_cpu_pool_geom *g, const float *restrict gy,
                                 const void *restrict arg, float *restrict gx, bool fresh)
 {
-    if (fresh && g->pairs) {
-        max_unpool_2x2(g, gy, arg, gx);
+    if (g->pairs) {
+        if (fresh)
+            max_unpool_2x2(g, gy, arg, gx);
+        else
+            max_pool_2x2_add(g, gy, arg, gx);
         return;
     }
     if (fresh)
         memset(gx, 0, (size_t)(g->h * g->w) * sizeof *gx);
-    for (int64_t oy = 0, o = 0; oy < g->oh; oy++)
-        for (int64_t ox = 0; ox < g->ow; ox++, o++) {
-            bool blocked;
-            int64_t at = record_target(g, arg, oy, ox, o, &blocked);
-            gx[at] += keep_if(!blocked, gy[o]);
-        }
+    const int32_t *at = arg;
+    for (int64_t o = 0; o < g->oh * g->ow; o++) /* ~index where blocked */
+        gx[at[o] < 0 ? ~at[o] : at[o]] += keep_if(at[o] >= 0, gy[o]);
 }
 
 static sc_status max_pool2d_forward(sc_node *node)
