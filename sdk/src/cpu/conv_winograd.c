@@ -164,22 +164,25 @@ ALWAYS_INLINE void patch_grads(float *restrict dv, int64_t xs, int64_t n, float 
 }
 
 /* e, o [4, ld] += a row of TW patches' columns from tmp (patch_grads, rows
- * n apart). Neighbouring patches share a column pair, so they are added in
- * two passes. */
+ * n apart). Neighbouring patches share a column pair: column tx of a row
+ * takes patch tx's first pair, then patch tx - 1's second, in one pass
+ * (a second pass shifted by a column would load across the first's
+ * stores, which stalls). */
 ALWAYS_INLINE void add_patch_row(const float *restrict tmp, int64_t n, int64_t tw,
                                  float *restrict e, float *restrict o, int64_t ld)
 {
     for (int i = 0; i < 4; i++) {
         float *ei = e + i * ld, *oi = o + i * ld;
         const float *c0 = tmp + i * n, *c1 = c0 + 4 * n, *c2 = c0 + 8 * n, *c3 = c0 + 12 * n;
-        for (int64_t tx = 0; tx < tw; tx++) {
-            ei[tx] += c0[tx];
-            oi[tx] += c1[tx];
+        ei[0] += c0[0];
+        oi[0] += c1[0];
+#pragma omp simd
+        for (int64_t tx = 1; tx < tw; tx++) {
+            ei[tx] = ei[tx] + c0[tx] + c2[tx - 1];
+            oi[tx] = oi[tx] + c1[tx] + c3[tx - 1];
         }
-        for (int64_t tx = 0; tx < tw; tx++) {
-            ei[tx + 1] += c2[tx];
-            oi[tx + 1] += c3[tx];
-        }
+        ei[tw] += c2[tw - 1];
+        oi[tw] += c3[tw - 1];
     }
 }
 
@@ -231,16 +234,15 @@ typedef struct wino {
     int slots;
     const float *x, *u, *bias, *gy;
     float *y, *gx;
-    bool gx_fresh;  /* gx is uninitialised: each slot zeroes its images first */
+    bool gx_fresh;  /* gx is uninitialised: input_grad_tiles zeroes each plane first */
     float *du;      /* per-slot [16, K, C] partials; NULL: no weight gradient */
     float *scratch; /* per slot: v [16, C, T], m [16, K, T], buf; backward dv [16, C, T] */
     int64_t scratch_floats;
 } wino;
 
 /* A slot's buf: the even and odd columns of the padded input rows under a
- * chunk's tile rows, and a row of 2 TW + 2 or a segment's patch columns
- * tmp [16, T] at most (patch_grads); or a segment's output rows [4, T]
- * (merge_out_rows). */
+ * chunk's tile rows, and a segment's patch columns tmp [16, T] at most
+ * (patch_grads); or a segment's output rows [4, T] (merge_out_rows). */
 static int64_t buf_floats(const wino *w)
 {
     return 2 * (2 * w->rows + 2) * w->half + XI * w->rows * w->tw;
@@ -258,28 +260,93 @@ static segment next_segment(const wino *w, int64_t r0, int64_t nr, int64_t r)
     return (segment){r / w->th, ty0, min64(w->th, ty0 + r0 + nr - r), (r - r0) * w->tw};
 }
 
-/* Input rows [iy0, iy0 + rows) of plane [H, W], padded (pw zeros on the
- * left, zeros wherever the input ends) and split into even and odd
- * columns e, o [rows, half]; row is scratch [2 half]. */
+/* A padded input row as even and odd columns: column p of the row [W]
+ * padded by pw zeros on the left and zeros wherever it ends is
+ * in[p - pw]. Columns 2u and 2u + 1 both lie in the row for u in
+ * [lo, hi); the few outside are looked up one by one. The loops read and
+ * write the rows themselves, no padded copy: a copy written at one offset
+ * and read back at another stalls every load on the stores it straddles
+ * (store-to-load forwarding fails), which cost a third of the input
+ * transform. */
+typedef struct pad_span {
+    int64_t lo, hi;
+} pad_span;
+
+ALWAYS_INLINE pad_span pad_span_of(const sc_wino_shape *s, int64_t half)
+{
+    int64_t lo = min64((s->pw + 1) / 2, half);
+    return (pad_span){lo, max64(lo, min64((s->w + s->pw) / 2, half))};
+}
+
+/* Padded column p of input row `in`. */
+ALWAYS_INLINE float padded(const sc_wino_shape *s, const float *in, int64_t p)
+{
+    return p >= s->pw && p < s->pw + s->w ? in[p - s->pw] : 0.0f;
+}
+
+/* e, o [half] = the even and odd columns of input row `in` [W], padded. */
+ALWAYS_INLINE void split_row(const sc_wino_shape *s, pad_span span, int64_t half,
+                             const float *restrict in, float *restrict e, float *restrict o)
+{
+    for (int64_t u = 0; u < span.lo; u++) {
+        e[u] = padded(s, in, 2 * u);
+        o[u] = padded(s, in, 2 * u + 1);
+    }
+    const float *from = in + 2 * span.lo - s->pw;
+#pragma omp simd
+    for (int64_t u = 0; u < span.hi - span.lo; u++) {
+        e[span.lo + u] = from[2 * u];
+        o[span.lo + u] = from[2 * u + 1];
+    }
+    for (int64_t u = span.hi; u < half; u++) {
+        e[u] = padded(s, in, 2 * u);
+        o[u] = padded(s, in, 2 * u + 1);
+    }
+}
+
+/* Padded column p of output row `out` += g (nothing in the padding). */
+ALWAYS_INLINE void add_padded(const sc_wino_shape *s, float *out, int64_t p, float g)
+{
+    if (p >= s->pw && p < s->pw + s->w)
+        out[p - s->pw] += g;
+}
+
+/* out [W] += the padded row held as even and odd columns e, o [half]
+ * (the adjoint of split_row). */
+ALWAYS_INLINE void merge_row(const sc_wino_shape *s, pad_span span, int64_t half,
+                             const float *restrict e, const float *restrict o,
+                             float *restrict out)
+{
+    for (int64_t u = 0; u < span.lo; u++) {
+        add_padded(s, out, 2 * u, e[u]);
+        add_padded(s, out, 2 * u + 1, o[u]);
+    }
+    float *to = out + 2 * span.lo - s->pw;
+#pragma omp simd
+    for (int64_t u = 0; u < span.hi - span.lo; u++) {
+        to[2 * u] += e[span.lo + u];
+        to[2 * u + 1] += o[span.lo + u];
+    }
+    for (int64_t u = span.hi; u < half; u++) {
+        add_padded(s, out, 2 * u, e[u]);
+        add_padded(s, out, 2 * u + 1, o[u]);
+    }
+}
+
+/* Input rows [iy0, iy0 + rows) of plane [H, W], padded, as even and odd
+ * columns e, o [rows, half]. */
 ALWAYS_INLINE void split_rows(const wino *w, const float *plane, int64_t iy0, int64_t rows,
-                              float *e, float *o, float *row)
+                              float *e, float *o)
 {
     const sc_wino_shape *s = &w->s;
-    int64_t len = 2 * w->half;
+    pad_span span = pad_span_of(s, w->half);
     for (int64_t i = 0; i < rows; i++, e += w->half, o += w->half) {
-        int64_t iy = iy0 + i, ix = 0;
+        int64_t iy = iy0 + i;
         if (iy >= 0 && iy < s->h) {
-            for (; ix < s->pw; ix++)
-                row[ix] = 0.0f;
-            for (; ix < s->pw + s->w; ix++)
-                row[ix] = plane[iy * s->w + ix - s->pw];
-        }
-        for (; ix < len; ix++)
-            row[ix] = 0.0f;
-#pragma omp simd
-        for (int64_t u = 0; u < w->half; u++) {
-            e[u] = row[2 * u];
-            o[u] = row[2 * u + 1];
+            split_row(s, span, w->half, plane + iy * s->w, e, o);
+        } else {
+            memset(e, 0, (size_t)w->half * sizeof *e);
+            memset(o, 0, (size_t)w->half * sizeof *o);
         }
     }
 }
@@ -287,21 +354,27 @@ ALWAYS_INLINE void split_rows(const wino *w, const float *plane, int64_t iy0, in
 /* gx rows [iy0, iy0 + rows) of plane [H, W] += the padded rows held as
  * even and odd columns e, o [rows, half] (the adjoint of split_rows). */
 ALWAYS_INLINE void merge_rows(const wino *w, float *plane, int64_t iy0, int64_t rows,
-                              const float *e, const float *o, float *row)
+                              const float *e, const float *o)
 {
     const sc_wino_shape *s = &w->s;
+    pad_span span = pad_span_of(s, w->half);
     for (int64_t i = 0; i < rows; i++, e += w->half, o += w->half) {
         int64_t iy = iy0 + i;
-        if (iy < 0 || iy >= s->h)
-            continue;
-#pragma omp simd
-        for (int64_t u = 0; u < w->half; u++) {
-            row[2 * u] = e[u];
-            row[2 * u + 1] = o[u];
-        }
-        for (int64_t ix = 0; ix < s->w; ix++)
-            plane[iy * s->w + ix] += row[s->pw + ix];
+        if (iy >= 0 && iy < s->h)
+            merge_row(s, span, w->half, e, o, plane + iy * s->w);
     }
+}
+
+/* Asks for rows [iy0, iy0 + rows) of plane [H, W] to be brought into
+ * cache, while the previous plane's are worked on: each plane's block of
+ * rows is a short run apart from the last, which the hardware's
+ * prefetchers find too late. */
+ALWAYS_INLINE void prefetch_rows(const wino *w, const float *plane, int64_t iy0, int64_t rows)
+{
+    const sc_wino_shape *s = &w->s;
+    int64_t from = max64(iy0, 0) * s->w, to = min64(iy0 + rows, s->h) * s->w;
+    for (int64_t i = from; i < to; i += 64 / sizeof(float))
+        __builtin_prefetch(plane + i);
 }
 
 /* v [16, C, T] = B^T d B for every patch d of the chunk. */
@@ -310,12 +383,15 @@ static void input_tiles(const wino *w, int64_t r0, int64_t nr, float *v, float *
 {
     const sc_wino_shape *s = &w->s;
     int64_t t = nr * w->tw, plane_floats = (2 * w->rows + 2) * w->half;
-    float *e = buf, *o = e + plane_floats, *row = o + plane_floats;
+    float *e = buf, *o = e + plane_floats;
     for (int64_t r = r0; r < r0 + nr;) {
         segment g = next_segment(w, r0, nr, r);
+        int64_t iy0 = 2 * g.ty0 - s->ph, rows = 2 * (g.ty1 - g.ty0) + 2;
         for (int64_t c = 0; c < s->c; c++) {
-            split_rows(w, w->x + (g.n * s->c + c) * s->h * s->w, 2 * g.ty0 - s->ph,
-                       2 * (g.ty1 - g.ty0) + 2, e, o, row);
+            const float *plane = w->x + (g.n * s->c + c) * s->h * s->w;
+            if (c + 1 < s->c)
+                prefetch_rows(w, plane + s->h * s->w, iy0, rows);
+            split_rows(w, plane, iy0, rows, e, o);
             for (int64_t ty = g.ty0; ty < g.ty1; ty++) {
                 int64_t at = 2 * (ty - g.ty0) * w->half;
                 input_row(e + at, o + at, w->half, w->tw,
@@ -335,15 +411,23 @@ static void input_grad_tiles(const wino *w, int64_t r0, int64_t nr, float *dv, f
     float *e = buf, *o = e + plane_floats, *tmp = o + plane_floats;
     for (int64_t r = r0; r < r0 + nr;) {
         segment g = next_segment(w, r0, nr, r);
-        int64_t rows = 2 * (g.ty1 - g.ty0) + 2, nt = (g.ty1 - g.ty0) * w->tw;
+        int64_t iy0 = 2 * g.ty0 - s->ph, rows = 2 * (g.ty1 - g.ty0) + 2;
+        int64_t nt = (g.ty1 - g.ty0) * w->tw;
         for (int64_t c = 0; c < s->c; c++) {
-            memset(e, 0, (size_t)(2 * plane_floats) * sizeof *e); /* e and o */
+            float *plane = w->gx + (g.n * s->c + c) * s->h * s->w;
+            if (c + 1 < s->c)
+                prefetch_rows(w, plane + s->h * s->w, iy0, rows);
+            memset(e, 0, (size_t)(rows * w->half) * sizeof *e);
+            memset(o, 0, (size_t)(rows * w->half) * sizeof *o);
             patch_grads(dv + c * t + g.first, s->c * t, nt, tmp);
             for (int64_t ty = 0; ty < g.ty1 - g.ty0; ty++)
                 add_patch_row(tmp + ty * w->tw, nt, w->tw, e + 2 * ty * w->half,
                               o + 2 * ty * w->half, w->half);
-            merge_rows(w, w->gx + (g.n * s->c + c) * s->h * s->w, 2 * g.ty0 - s->ph, rows, e, o,
-                       tmp); /* tmp's use is over */
+            /* An image's plane is zeroed as its first tile row comes, while
+             * it is in cache, not all of a slot's images up front. */
+            if (w->gx_fresh && g.ty0 == 0)
+                memset(plane, 0, (size_t)(s->h * s->w) * sizeof *plane);
+            merge_rows(w, plane, iy0, rows, e, o);
         }
         r += g.ty1 - g.ty0;
     }
@@ -488,9 +572,6 @@ static void backward_range(const void *arg, int slot, int64_t n0, int64_t n1)
     const sc_wino_shape *s = &w->s;
     float *v, *dm, *buf = slot_scratch(w, slot, &v, &dm);
     float *du = w->du ? w->du + slot * XI * s->k * s->c : NULL, *dv = slot_dv(w, slot);
-    int64_t image = s->c * s->h * s->w;
-    if (w->gx && w->gx_fresh)
-        memset(w->gx + n0 * image, 0, (size_t)((n1 - n0) * image) * sizeof(float));
     if (w->gx) /* added into, and left zero by input_grad_tiles (as m forward) */
         memset(dv, 0, (size_t)(XI * s->c * w->rows * w->tw) * sizeof *dv);
     for (int64_t r0 = n0 * w->th; r0 < n1 * w->th; r0 += w->rows) {

@@ -234,7 +234,24 @@ static void expect_close(const char *what, const float *got, const double *want,
                   "%s[%lld]: %.7g, want %.7g", what, (long long)i, (double)got[i], want[i]);
 }
 
-static void expect_big_conv(const conv_dims *d)
+/* Fills the step arena with NaNs: the second time into the one block the
+ * first reset made, which later allocations reuse. */
+static void dirty_arena(void)
+{
+    for (int k = 0; k < 2; k++) {
+        sc_tensor *t = sc_tensor_new(ctx, SC_F32, 1, (int64_t[]){1 << 21});
+        cr_assert_not_null(t);
+        for (int64_t i = 0; i < t->numel; i++)
+            sc_tensor_f32(t)[i] = NAN;
+        sc_ctx_reset(ctx);
+    }
+}
+
+/* The convolution's output and gradients against direct_conv's: x's
+ * gradient added into (x a parameter), and, when fresh, written into
+ * the step arena first (the convolution's input is x scaled by 1), the
+ * arena left dirty by dirty_arena. */
+static void expect_big_conv_of(const conv_dims *d, bool fresh)
 {
     sc_tensor *x = param4(d->n, d->c, d->h, d->w), *w = param4(d->oc, d->cg, d->kh, d->kw);
     sc_tensor *b = test_param(1, &d->oc);
@@ -242,7 +259,9 @@ static void expect_big_conv(const conv_dims *d)
     cr_assert_not_null(gy);
     for (int64_t i = 0; i < gy->numel; i++)
         sc_tensor_f32(gy)[i] = 2.0f * sc_rng_uniform(&rng) - 1.0f;
-    sc_tensor *y = sc_conv2d(ctx, x, w, b, &d->o);
+    if (fresh)
+        dirty_arena();
+    sc_tensor *y = sc_conv2d(ctx, fresh ? sc_scale(ctx, x, 1.0f) : x, w, b, &d->o);
     cr_assert_not_null(y, "%s", sc_error_message());
     cr_assert(y->shape[2] == d->oh && y->shape[3] == d->ow);
     cr_assert_eq(sc_backward(ctx, sc_sum(ctx, sc_mul(ctx, y, gy)), NULL, NULL), SC_OK, "%s",
@@ -262,6 +281,12 @@ static void expect_big_conv(const conv_dims *d)
     free(rgb);
     sc_tensor_free(gy);
     sc_ctx_reset(ctx);
+}
+
+static void expect_big_conv(const conv_dims *d)
+{
+    expect_big_conv_of(d, false);
+    expect_big_conv_of(d, true);
 }
 
 Test(conv, big_conv2d_against_direct)
