@@ -365,14 +365,14 @@ ALWAYS_INLINE void merge_rows(const wino *w, float *plane, int64_t iy0, int64_t 
     }
 }
 
-/* Asks for rows [iy0, iy0 + rows) of plane [H, W] to be brought into
- * cache, while the previous plane's are worked on: each plane's block of
+/* Asks for rows [y0, y0 + rows) of plane [h, width] to be brought into
+ * cache while the previous plane's are worked on: each plane's block of
  * rows is a short run apart from the last, which the hardware's
  * prefetchers find too late. */
-ALWAYS_INLINE void prefetch_rows(const wino *w, const float *plane, int64_t iy0, int64_t rows)
+ALWAYS_INLINE void prefetch_rows(const float *plane, int64_t h, int64_t width, int64_t y0,
+                                 int64_t rows)
 {
-    const sc_wino_shape *s = &w->s;
-    int64_t from = max64(iy0, 0) * s->w, to = min64(iy0 + rows, s->h) * s->w;
+    int64_t from = max64(y0, 0) * width, to = min64(y0 + rows, h) * width;
     for (int64_t i = from; i < to; i += 64 / sizeof(float))
         __builtin_prefetch(plane + i);
 }
@@ -390,7 +390,7 @@ static void input_tiles(const wino *w, int64_t r0, int64_t nr, float *v, float *
         for (int64_t c = 0; c < s->c; c++) {
             const float *plane = w->x + (g.n * s->c + c) * s->h * s->w;
             if (c + 1 < s->c)
-                prefetch_rows(w, plane + s->h * s->w, iy0, rows);
+                prefetch_rows(plane + s->h * s->w, s->h, s->w, iy0, rows);
             split_rows(w, plane, iy0, rows, e, o);
             for (int64_t ty = g.ty0; ty < g.ty1; ty++) {
                 int64_t at = 2 * (ty - g.ty0) * w->half;
@@ -416,7 +416,7 @@ static void input_grad_tiles(const wino *w, int64_t r0, int64_t nr, float *dv, f
         for (int64_t c = 0; c < s->c; c++) {
             float *plane = w->gx + (g.n * s->c + c) * s->h * s->w;
             if (c + 1 < s->c)
-                prefetch_rows(w, plane + s->h * s->w, iy0, rows);
+                prefetch_rows(plane + s->h * s->w, s->h, s->w, iy0, rows);
             memset(e, 0, (size_t)(rows * w->half) * sizeof *e);
             memset(o, 0, (size_t)(rows * w->half) * sizeof *o);
             patch_grads(dv + c * t + g.first, s->c * t, nt, tmp);
@@ -499,9 +499,12 @@ static void output_tiles(const wino *w, int64_t r0, int64_t nr, float *m, float 
         int64_t nt = (g.ty1 - g.ty0) * w->tw;
         float *ye = buf, *yo = buf + 2 * nt;
         for (int64_t k = 0; k < s->k; k++) {
+            float *plane = w->y + (g.n * s->k + k) * s->oh * s->ow;
+            if (k + 1 < s->k) /* a line is read in before it is written anyway */
+                prefetch_rows(plane + s->oh * s->ow, s->oh, s->ow, 2 * g.ty0,
+                              2 * (g.ty1 - g.ty0));
             output_row(m + k * t + g.first, s->k * t, nt, ye, yo);
-            merge_out_rows(w, g, nt, ye, yo, w->bias ? w->bias[k] : 0.0f,
-                           w->y + (g.n * s->k + k) * s->oh * s->ow);
+            merge_out_rows(w, g, nt, ye, yo, w->bias ? w->bias[k] : 0.0f, plane);
         }
         r += g.ty1 - g.ty0;
     }
@@ -519,7 +522,11 @@ static void output_grad_tiles(const wino *w, int64_t r0, int64_t nr, float *dm, 
         int64_t nt = (g.ty1 - g.ty0) * w->tw;
         float *ge = buf, *go = buf + 2 * nt;
         for (int64_t k = 0; k < s->k; k++) {
-            split_out_rows(w, g, nt, w->gy + (g.n * s->k + k) * s->oh * s->ow, ge, go);
+            const float *plane = w->gy + (g.n * s->k + k) * s->oh * s->ow;
+            if (k + 1 < s->k)
+                prefetch_rows(plane + s->oh * s->ow, s->oh, s->ow, 2 * g.ty0,
+                              2 * (g.ty1 - g.ty0));
+            split_out_rows(w, g, nt, plane, ge, go);
             output_grad_row(ge, go, nt, dm + k * t + g.first, s->k * t);
         }
         r += g.ty1 - g.ty0;
