@@ -25,7 +25,12 @@
  * has in an image at once, not a row of tiles at a time: a 14x14 layer's
  * row has 7 tiles, too few for AVX2's 8 lanes. The input transform reads
  * patches that overlap along the row, and walks a row at a time, in
- * blocks of 8 or 4 tiles (SC_CPU_ROW_BLOCKS). */
+ * blocks of 8 or 4 tiles (SC_CPU_ROW_BLOCKS).
+ *
+ * Each channel's rows under a chunk are a short run of memory apart from
+ * the next channel's, too short for the hardware's prefetchers: the
+ * transforms ask for the next channel's rows while they work on this
+ * one's (prefetch_rows). */
 #include <cblas.h>
 #include <string.h>
 
@@ -366,9 +371,7 @@ ALWAYS_INLINE void merge_rows(const wino *w, float *plane, int64_t iy0, int64_t 
 }
 
 /* Asks for rows [y0, y0 + rows) of plane [h, width] to be brought into
- * cache while the previous plane's are worked on: each plane's block of
- * rows is a short run apart from the last, which the hardware's
- * prefetchers find too late. */
+ * cache (the file's head says why). */
 ALWAYS_INLINE void prefetch_rows(const float *plane, int64_t h, int64_t width, int64_t y0,
                                  int64_t rows)
 {
