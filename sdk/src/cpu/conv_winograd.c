@@ -150,9 +150,8 @@ ALWAYS_INLINE void input_row(const float *restrict e, const float *restrict o, i
 }
 
 /* tmp [16, n] = B dv B^T for each of n patches, the adjoint of input_row:
- * tmp [4 j + i, n] holds column j, row i of the patches. dv is left zero
- * (backward_range). */
-ALWAYS_INLINE void patch_grads(float *restrict dv, int64_t xs, int64_t n, float *restrict tmp)
+ * tmp [4 j + i, n] holds column j, row i of the patches. */
+ALWAYS_INLINE void patch_grads(const float *restrict dv, int64_t xs, int64_t n, float *restrict tmp)
 {
 #pragma omp simd
     for (int64_t tx = 0; tx < n; tx++) {
@@ -163,8 +162,6 @@ ALWAYS_INLINE void patch_grads(float *restrict dv, int64_t xs, int64_t n, float 
         put4(tmp + 4 * n + tx, n, b4((f4){q0.v1, q1.v1, q2.v1, q3.v1}));
         put4(tmp + 8 * n + tx, n, b4((f4){q0.v2, q1.v2, q2.v2, q3.v2}));
         put4(tmp + 12 * n + tx, n, b4((f4){q0.v3, q1.v3, q2.v3, q3.v3}));
-        for (int a = 0; a < 4; a++)
-            put4(dv + 4 * a * xs + tx, xs, (f4){0.0f, 0.0f, 0.0f, 0.0f});
     }
 }
 
@@ -192,8 +189,8 @@ ALWAYS_INLINE void add_patch_row(const float *restrict tmp, int64_t n, int64_t t
 }
 
 /* The 2x2 outputs y = A^T m A of tw tiles into even and odd columns of two
- * output rows, ye, yo [2, tw]; m is left zero (forward_range). */
-ALWAYS_INLINE void output_row(float *restrict m, int64_t xs, int64_t tw, float *restrict ye,
+ * output rows, ye, yo [2, tw]. */
+ALWAYS_INLINE void output_row(const float *restrict m, int64_t xs, int64_t tw, float *restrict ye,
                               float *restrict yo)
 {
 #pragma omp simd
@@ -206,8 +203,6 @@ ALWAYS_INLINE void output_row(float *restrict m, int64_t xs, int64_t tw, float *
         yo[tx] = r0.v1;
         ye[tw + tx] = r1.v0;
         yo[tw + tx] = r1.v1;
-        for (int b = 0; b < 4; b++)
-            put4(m + b * xs + tx, 4 * xs, (f4){0.0f, 0.0f, 0.0f, 0.0f});
     }
 }
 
@@ -405,9 +400,9 @@ static void input_tiles(const wino *w, int64_t r0, int64_t nr, float *v, float *
     }
 }
 
-/* gx += B dv B^T for every patch of the chunk; dv is left zero. */
+/* gx += B dv B^T for every patch of the chunk. */
 SC_CPU_CLONES
-static void input_grad_tiles(const wino *w, int64_t r0, int64_t nr, float *dv, float *buf)
+static void input_grad_tiles(const wino *w, int64_t r0, int64_t nr, const float *dv, float *buf)
 {
     const sc_wino_shape *s = &w->s;
     int64_t t = nr * w->tw, plane_floats = (2 * w->rows + 2) * w->half;
@@ -490,10 +485,9 @@ ALWAYS_INLINE void split_out_rows(const wino *w, segment g, int64_t nt, const fl
         }
 }
 
-/* y = A^T m A (+ bias) for every tile of the chunk, cut to OH x OW; m is
- * left zero. */
+/* y = A^T m A (+ bias) for every tile of the chunk, cut to OH x OW. */
 SC_CPU_CLONES
-static void output_tiles(const wino *w, int64_t r0, int64_t nr, float *m, float *buf)
+static void output_tiles(const wino *w, int64_t r0, int64_t nr, const float *m, float *buf)
 {
     const sc_wino_shape *s = &w->s;
     int64_t t = nr * w->tw;
@@ -561,16 +555,13 @@ static void forward_range(const void *arg, int slot, int64_t n0, int64_t n1)
     const wino *w = arg;
     const sc_wino_shape *s = &w->s;
     float *v, *m, *buf = slot_scratch(w, slot, &v, &m);
-    /* The products add into m, which output_tiles leaves zero: sgemm with
-     * beta 0 would zero it in a pass of its own, chunk by chunk. */
-    memset(m, 0, (size_t)(XI * s->k * w->rows * w->tw) * sizeof *m);
     for (int64_t r0 = n0 * w->th; r0 < n1 * w->th; r0 += w->rows) {
         int64_t nr = min64(w->rows, n1 * w->th - r0), t = nr * w->tw;
         input_tiles(w, r0, nr, v, buf);
         for (int xi = 0; xi < XI; xi++)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->k, (int)t, (int)s->c,
                         1.0f, w->u + xi * s->k * s->c, (int)s->c, v + xi * s->c * t, (int)t,
-                        1.0f, m + xi * s->k * t, (int)t);
+                        0.0f, m + xi * s->k * t, (int)t);
         output_tiles(w, r0, nr, m, buf);
     }
 }
@@ -582,8 +573,6 @@ static void backward_range(const void *arg, int slot, int64_t n0, int64_t n1)
     const sc_wino_shape *s = &w->s;
     float *v, *dm, *buf = slot_scratch(w, slot, &v, &dm);
     float *du = w->du ? w->du + slot * XI * s->k * s->c : NULL, *dv = slot_dv(w, slot);
-    if (w->gx) /* added into, and left zero by input_grad_tiles (as m forward) */
-        memset(dv, 0, (size_t)(XI * s->c * w->rows * w->tw) * sizeof *dv);
     for (int64_t r0 = n0 * w->th; r0 < n1 * w->th; r0 += w->rows) {
         int64_t nr = min64(w->rows, n1 * w->th - r0), t = nr * w->tw;
         output_grad_tiles(w, r0, nr, dm, buf);
@@ -599,7 +588,7 @@ static void backward_range(const void *arg, int slot, int64_t n0, int64_t n1)
         for (int xi = 0; xi < XI; xi++)
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)s->c, (int)t, (int)s->k,
                         1.0f, w->u + xi * s->k * s->c, (int)s->c, dm + xi * s->k * t, (int)t,
-                        1.0f, dv + xi * s->c * t, (int)t);
+                        0.0f, dv + xi * s->c * t, (int)t);
         input_grad_tiles(w, r0, nr, dv, buf);
     }
 }
