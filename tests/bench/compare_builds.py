@@ -8,8 +8,10 @@ change faster, and does it compute the same bits?
 
 A build is a build directory (its host/scorch-train and plugins/), after
 a name and optionally followed by environment settings for its runs
-(after=build:OMP_WAIT_POLICY=passive). Keep the "before" build by copying
-the build directory (its rpaths are relative) before changing the code.
+(after=build:OMP_WAIT_POLICY=passive) or scorch-train options, which
+override the runs' own (after=build:--threads=1). Keep the "before"
+build by copying the build directory (its rpaths are relative) before
+changing the code.
 
 Throughput (the default): each round runs scorch-train once per build in
 turn (Fashion-MNIST, 2 threads, 1 loader worker, batch 128, Adam; mlp 300
@@ -50,7 +52,9 @@ def parse_build(spec):
     build, *settings = rest.split(":")
     if not os.access(f"{build}/host/scorch-train", os.X_OK):
         sys.exit(f"{spec}: no {build}/host/scorch-train")
-    return name, build, dict(s.split("=", 1) for s in settings)
+    env = dict(s.split("=", 1) for s in settings if not s.startswith("--"))
+    options = [part for s in settings if s.startswith("--") for part in s.split("=", 1)]
+    return name, build, (env, options)
 
 
 def busy_ticks():
@@ -89,20 +93,21 @@ class Others:
                 return
 
 
-def train_cmd(build, model, run_dir, steps, batch, seed):
+def train_cmd(build, options, model, run_dir, steps, batch, seed):
     return [f"{build}/host/scorch-train", "--model", f"{build}/plugins/{model}.so",
             "--model-args", MODELS[model]["args"], "--dataset", f"{build}/plugins/fashion_mnist.so",
             "--dataset-path", "/usr/share/datasets/fashion-mnist", "--epochs", "1",
             "--max-train-iterations", str(steps), "--max-valid-iterations", "1",
             "--max-test-iterations", "1", "--threads", "2", "--workers", "1",
             "--batch-size", str(batch), "--optimizer", "adam", "--lr", "1e-3", "--seed", str(seed),
-            "--quiet", "--no-tensorboard", "--run-dir", run_dir]
+            "--quiet", "--no-tensorboard", "--run-dir", run_dir, *options]
 
 
-def timed_run(build, env, model, others):
+def timed_run(build, run, model, others):
     """Training samples/s of one run, and the cores others used meanwhile."""
+    env, options = run
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = train_cmd(build, model, tmp + "/run", STEPS[model], 128, 1)
+        cmd = train_cmd(build, options, model, tmp + "/run", STEPS[model], 128, 1)
         others.start()
         child = subprocess.Popen(cmd, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
         _, status, usage = os.wait4(child.pid, 0)
@@ -121,10 +126,10 @@ def throughput(args, builds):
         for model in args.models:
             rates = {name: [] for name, _, _ in builds}
             for r in range(args.rounds):
-                for name, build, env in builds:
+                for name, build, run in builds:
                     while True:
                         others.wait_quiet()
-                        rate, used = timed_run(build, env, model, others)
+                        rate, used = timed_run(build, run, model, others)
                         if used < QUIET_CORES:
                             break
                         print(f"  ({name}: others used {used:.2f} cores; again)", flush=True)
@@ -147,11 +152,12 @@ def run_or_exit(cmd, env):
         sys.exit(f"failed ({status}): {' '.join(cmd)}")
 
 
-def exported_tensors(build, env, model, tmp):
+def exported_tensors(build, run, model, tmp):
     """The tensors of a short run's weights: the safetensors file without
     its metadata, which names the run's files."""
+    env, options = run
     run_dir, out = f"{tmp}/run-{model}", f"{tmp}/{model}.safetensors"
-    run_or_exit(train_cmd(build, model, run_dir, 20, 64, 3), env)
+    run_or_exit(train_cmd(build, options, model, run_dir, 20, 64, 3), env)
     run_or_exit([f"{build}/host/scorch-export", "--checkpoint",
                  f"{run_dir}/checkpoints/last.ckpt", "--out", out], env)
     with open(out, "rb") as f:
@@ -166,9 +172,9 @@ def same_bits(args, builds):
     failed = False
     for model in args.models:
         results = []
-        for name, build, env in builds:
+        for name, build, run in builds:
             with tempfile.TemporaryDirectory() as tmp:
-                results.append((name, *exported_tensors(build, env, model, tmp)))
+                results.append((name, *exported_tensors(build, run, model, tmp)))
         first, header, data = results[0]
         for name, other_header, other_data in results[1:]:
             if other_header != header:

@@ -82,19 +82,32 @@ ALWAYS_INLINE void put4(float *p, int64_t stride, f4 v)
 /* ---------------------------------------------------------------------
  * Weights: u [16, K, C] from weight [K, C, 3, 3], and the adjoint. */
 
+/* Weights per block of weight_transform. Transformed one by one, each
+ * weight's 16 values go to 16 rows of u K C floats apart (64 KB for 128
+ * channels in and out), which share a set of L1 and evict each other;
+ * a block is transformed into a small buffer, then copied out a row at a
+ * time. */
+enum { WEIGHT_BLOCK = 64 };
+
 static void weight_transform(const sc_wino_shape *s, const float *weight, float *u)
 {
-    int64_t kc = s->k * s->c;
+    int64_t kc = s->k * s->c, blocks = (kc + WEIGHT_BLOCK - 1) / WEIGHT_BLOCK;
 #pragma omp parallel for schedule(static) if (kc > 1024)
-    for (int64_t i = 0; i < kc; i++) {
-        const float *w = weight + 9 * i;
-        f4 r[3]; /* G along each row of w */
-        for (int row = 0; row < 3; row++)
-            r[row] = g3((f3){w[3 * row], w[3 * row + 1], w[3 * row + 2]});
-        put4(u + i, 4 * kc, g3((f3){r[0].v0, r[1].v0, r[2].v0}));
-        put4(u + kc + i, 4 * kc, g3((f3){r[0].v1, r[1].v1, r[2].v1}));
-        put4(u + 2 * kc + i, 4 * kc, g3((f3){r[0].v2, r[1].v2, r[2].v2}));
-        put4(u + 3 * kc + i, 4 * kc, g3((f3){r[0].v3, r[1].v3, r[2].v3}));
+    for (int64_t b = 0; b < blocks; b++) {
+        int64_t n0 = b * WEIGHT_BLOCK, len = min64(WEIGHT_BLOCK, kc - n0);
+        float t[XI][WEIGHT_BLOCK]; /* u's rows [n0, n0 + len) */
+        for (int64_t i = 0; i < len; i++) {
+            const float *w = weight + 9 * (n0 + i);
+            f4 r[3]; /* G along each row of w */
+            for (int row = 0; row < 3; row++)
+                r[row] = g3((f3){w[3 * row], w[3 * row + 1], w[3 * row + 2]});
+            put4(&t[0][i], 4 * WEIGHT_BLOCK, g3((f3){r[0].v0, r[1].v0, r[2].v0}));
+            put4(&t[1][i], 4 * WEIGHT_BLOCK, g3((f3){r[0].v1, r[1].v1, r[2].v1}));
+            put4(&t[2][i], 4 * WEIGHT_BLOCK, g3((f3){r[0].v2, r[1].v2, r[2].v2}));
+            put4(&t[3][i], 4 * WEIGHT_BLOCK, g3((f3){r[0].v3, r[1].v3, r[2].v3}));
+        }
+        for (int xi = 0; xi < XI; xi++)
+            memcpy(u + xi * kc + n0, t[xi], (size_t)len * sizeof(float));
     }
 }
 
