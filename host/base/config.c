@@ -319,6 +319,10 @@ static const config_option options[] = {
      .programs = BOTH | RUN, .group = GROUP_DEVICES,
      .help = "GPU arithmetic: tf32 or bf16 matrix products and convolutions (fp32 master "
              "weights and loss)"},
+    {.name = "cpu-conv", FIELD(cpu_conv), .def = "auto", .choices = "auto|winograd2|gemm",
+     .programs = BOTH | RUN, .group = GROUP_DEVICES,
+     .help = "3x3 convolutions on the CPU: Winograd F(4x4) where it pays (auto), F(2x2) "
+             "only, a quarter of the rounding error (winograd2), or im2col (gemm)"},
     {.name = "cuda-graphs", FIELD(cuda_graphs), .def = "auto", .choices = "auto|on|off",
      .programs = TRAIN, .group = GROUP_DEVICES,
      .help = "replay the train step as a CUDA graph (auto: when the step allows it)"},

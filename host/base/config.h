@@ -83,6 +83,7 @@ typedef struct host_config {
     char device[32];                /* --device ("": the model's preference, else cpu) */
     int replicas;                   /* --replicas (0 = one per GPU --device names, else 1) */
     char precision[8];              /* --precision fp32|tf32|bf16 (fp32) */
+    char cpu_conv[12];              /* --cpu-conv auto|winograd2|gemm (auto) */
     char cuda_graphs[8];            /* --cuda-graphs auto|on|off (auto) */
     /* data parallelism (docs/distributed.md) */
     int accumulate;                 /* --accumulate N micro-batches per optimizer step (1) */

@@ -195,6 +195,9 @@ static sc_status place_on_device(host_session *s, const host_config *cfg)
         return sc_error_set(SC_ERR_INVALID, "--precision %s needs a GPU; the CPU computes in fp32",
                             cfg->precision);
     sc_ctx_set_precision(s->ctx, precision);
+    sc_cpu_conv conv;
+    SC_TRY(sc_cpu_conv_parse(cfg->cpu_conv, &conv));
+    sc_cpu_set_conv(conv);
     return s->params ? sc_params_to_device(s->params, dev) : SC_OK;
 }
 

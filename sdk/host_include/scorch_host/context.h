@@ -1,11 +1,11 @@
 /* scorch_host/context.h — the host's controls of a context and of the
- * CPU backend's threads.
+ * CPU backend's threads and convolutions.
  *
  * Host only: not installed, exported under SCORCH_HOST_1, and refused
  * while plugin code runs (scorch_host/plugin.h): a plugin that ended the
- * step, or changed the mode, precision or thread count under the host,
- * would break the step it was called from. docs/abi.md, "What libscorch
- * exports".
+ * step, or changed the mode, precision, thread count or convolutions under
+ * the host, would break the step it was called from. docs/abi.md, "What
+ * libscorch exports".
  */
 #ifndef SCORCH_SDK_HOST_CONTEXT_H
 #define SCORCH_SDK_HOST_CONTEXT_H
@@ -34,6 +34,23 @@ SC_API void sc_ctx_reset(sc_ctx *ctx);
 /* Threads the CPU backend computes with (OpenMP loops and OpenBLAS);
  * 0 means one per core. Call before training, not during a step. */
 SC_API void sc_cpu_set_threads(int threads);
+
+/* How the CPU backend computes 3x3 convolutions at stride 1 with 8
+ * channels or more in and out (docs/cli.md, --cpu-conv): by Winograd's
+ * F(4x4, 3x3) where it is faster (outputs cut into whole or nearly whole
+ * 4x4 tiles, 3 or more a row), else F(2x2, 3x3) (AUTO, the default); by
+ * F(2x2, 3x3) only, whose rounding error is about a quarter of F(4x4)'s,
+ * as small as im2col's (WINOGRAD2); or by im2col and a matrix product,
+ * as every other convolution (GEMM). Call before training, not during a
+ * step. */
+typedef enum sc_cpu_conv {
+    SC_CPU_CONV_AUTO,
+    SC_CPU_CONV_WINOGRAD2,
+    SC_CPU_CONV_GEMM,
+} sc_cpu_conv;
+SC_API void sc_cpu_set_conv(sc_cpu_conv conv);
+/* "auto", "winograd2", "gemm" -> conv. */
+SC_API sc_status sc_cpu_conv_parse(const char *name, sc_cpu_conv *out);
 
 #ifdef __cplusplus
 }

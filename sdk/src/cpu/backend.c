@@ -7,10 +7,11 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "../host_only.h"
-#include "cpu.h"
+#include "conv_impl.h"
 #include "scorch_host/context.h"
 
 static const sc_kernel *const cpu_kernels[SC_OP_COUNT] = {
@@ -91,3 +92,28 @@ void sc_cpu_set_threads(int threads)
 }
 
 int sc_cpu_threads(void) { return omp_get_max_threads(); }
+
+/* Set before training, read by every convolution of the steps after. */
+static sc_cpu_conv cpu_conv = SC_CPU_CONV_AUTO;
+
+void sc_cpu_set_conv(sc_cpu_conv conv)
+{
+    if (sc_host_only(__func__) == SC_OK)
+        cpu_conv = conv;
+}
+
+sc_cpu_conv sc_cpu_conv_setting(void) { return cpu_conv; }
+
+sc_status sc_cpu_conv_parse(const char *name, sc_cpu_conv *out)
+{
+    static const char *const names[] = {[SC_CPU_CONV_AUTO] = "auto",
+                                        [SC_CPU_CONV_WINOGRAD2] = "winograd2",
+                                        [SC_CPU_CONV_GEMM] = "gemm"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(name, names[i]) == 0) {
+            *out = (sc_cpu_conv)i;
+            return SC_OK;
+        }
+    return sc_error_set(SC_ERR_INVALID,
+                        "unknown CPU convolution '%s' (known: auto, winograd2, gemm)", name);
+}

@@ -1,9 +1,12 @@
 /* CPU kernels for conv2d: im2col and cblas_sgemm, image by image. 3x3
  * convolutions at stride 1 with 8 channels or more in and out go the
- * Winograd way instead (conv_winograd.c): 2.25 times fewer multiplies,
- * 25 to 30% less time forward and backward (the cnn's 32->64 layer at
- * 14x14: 10.1 -> 7.0 ms forward, 20.9 -> 14.2 ms backward, batch 128, one
- * thread).
+ * Winograd way instead (conv_winograd.c), unless the host says otherwise
+ * (sc_cpu_set_conv): F(2x2, 3x3) multiplies 2.25 times less than im2col,
+ * F(4x4, 3x3) 4 times less, at the price of a larger rounding error, and
+ * is taken where it measured faster (winograd_tile). F(2x2) took 25 to
+ * 30% less time than im2col forward and backward (the cnn's 32->64 layer
+ * at 14x14: 10.1 -> 7.0 ms forward, 20.9 -> 14.2 ms backward, batch 128,
+ * one thread).
  *
  * Per image and group, y_n [OC/G, OH OW] = W_g [OC/G, C/G KH KW] col [C/G KH KW, OH OW],
  * where col holds the input pixel under every kernel tap for every output
@@ -43,8 +46,34 @@ typedef struct conv_geom {
     int64_t cg, ocg, kdim; /* per group: C / G, OC / G, and C / G KH KW */
     int64_t rows;          /* output rows per col chunk */
     bool pointwise;        /* x_n is its own column matrix */
-    bool winograd;         /* 3x3, stride 1, dilation 1, one group, wide enough */
+    int wino_tile;         /* Winograd's m (winograd_tile); 0 for im2col */
 } conv_geom;
+
+/* Winograd's output tile for a convolution: 0 (im2col) unless it is 3x3
+ * at stride 1 and dilation 1, one group, wide enough; then 4 where the
+ * setting allows it, the output is cut into whole or nearly whole 4x4
+ * tiles (F(4x4) needs at most 0.6 times F(2x2)'s products) and a row
+ * has 3 tiles or more; else 2. Measured per layer, forward and backward
+ * on one thread, F(4x4) against F(2x2) (C = K = 64, batch 32): 12x12
+ * 0.86x the time, 16x16 0.83x, 28x28 (32 channels) 0.85x, 32x32 0.81x,
+ * 56x56 0.77x; but 14x14 1.17x and 30x30 0.99x (padded to 16x16 and
+ * 32x32: 0.73 and 0.64 times the products), and 7x7 1.26x (rows of two
+ * tiles, too short for the transforms to vectorise). */
+static int winograd_tile(const conv_geom *g)
+{
+    const sc_conv2d_params *p = &g->p;
+    bool fits = g->kh == 3 && g->kw == 3 && p->groups == 1 && g->c >= WINO_MIN_CHANNELS &&
+                g->oc >= WINO_MIN_CHANNELS;
+    for (int d = 0; d < 2; d++)
+        fits = fits && p->stride[d] == 1 && p->dilation[d] == 1;
+    sc_cpu_conv setting = sc_cpu_conv_setting();
+    if (!fits || setting == SC_CPU_CONV_GEMM)
+        return 0;
+    int64_t f2 = 16 * ((g->oh + 1) / 2) * ((g->ow + 1) / 2);
+    int64_t f4 = 36 * ((g->oh + 3) / 4) * ((g->ow + 3) / 4);
+    bool f4_pays = 5 * f4 <= 3 * f2 && (g->ow + 3) / 4 >= 3;
+    return setting == SC_CPU_CONV_AUTO && f4_pays ? 4 : 2;
+}
 
 static conv_geom conv_geom_of(const sc_node *node)
 {
@@ -63,10 +92,7 @@ static conv_geom conv_geom_of(const sc_node *node)
     int64_t row_floats = g.c * g.kh * g.kw * g.ow; /* of col, per output row */
     g.rows = g.pointwise || row_floats == 0 ? g.oh
                                             : min64(max64(COL_BUDGET / row_floats, 1), g.oh);
-    g.winograd = g.kh == 3 && g.kw == 3 && p->groups == 1 && g.c >= WINO_MIN_CHANNELS &&
-                 g.oc >= WINO_MIN_CHANNELS;
-    for (int d = 0; d < 2; d++)
-        g.winograd = g.winograd && p->stride[d] == 1 && p->dilation[d] == 1;
+    g.wino_tile = winograd_tile(&g);
     return g;
 }
 
@@ -316,8 +342,9 @@ static void conv_bias_grad(const conv_geom *g, const float *gy, float *gb)
 
 static sc_wino_shape wino_shape_of(const conv_geom *g)
 {
-    return (sc_wino_shape){g->n, g->c, g->h, g->w, g->oc, g->oh, g->ow, g->p.padding[0],
-                           g->p.padding[1]};
+    return (sc_wino_shape){.n = g->n, .c = g->c, .h = g->h, .w = g->w, .k = g->oc,
+                           .oh = g->oh, .ow = g->ow, .ph = g->p.padding[0],
+                           .pw = g->p.padding[1], .m = g->wino_tile};
 }
 
 /* ---------------------------------------------------------------------
@@ -330,7 +357,7 @@ static sc_status conv2d_forward(sc_node *node)
     j.w = sc_tensor_f32(node->in[1]);
     j.bias = node->n_inputs > 2 ? sc_tensor_f32(node->in[2]) : NULL;
     j.y = sc_tensor_f32(node->out);
-    if (j.g.winograd) {
+    if (j.g.wino_tile) {
         sc_wino_shape s = wino_shape_of(&j.g);
         return sc_wino_forward(node->ctx, &s, j.x, j.w, j.bias, j.y);
     }
@@ -375,7 +402,7 @@ static sc_status conv2d_backward(sc_node *node, const sc_tensor *gy, sc_tensor *
         conv_bias_grad(&j.g, j.gy, gb);
     if (!j.gx && !gw)
         return SC_OK;
-    if (j.g.winograd) {
+    if (j.g.wino_tile) {
         sc_wino_shape s = wino_shape_of(&j.g);
         return sc_wino_backward(node->ctx, &s, j.x, j.w, j.gy, j.gx, j.gx_fresh, gw);
     }

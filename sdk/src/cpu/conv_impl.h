@@ -5,6 +5,7 @@
 #define SCORCH_CPU_CONV_IMPL_H
 
 #include "cpu.h"
+#include "scorch_host/context.h"
 
 /* Threads splitting a batch of n images: all of them when every thread
  * gets an image, else 1 (and GEMMs thread themselves). */
@@ -19,11 +20,16 @@ void sc_conv_split(int64_t n, int slots, sc_conv_range_fn fn, const void *arg);
 /* dst [len] += the sum of the partials [slots, len], in slot order. */
 void sc_conv_sum_partials(float *dst, const float *parts, int slots, int64_t len);
 
+/* The CPU convolutions' setting (sc_cpu_set_conv). */
+sc_cpu_conv sc_cpu_conv_setting(void);
+
 /* A 3x3 convolution at stride 1, dilation 1, one group: x [N, C, H, W],
- * weight [K, C, 3, 3] -> y [N, K, OH, OW], padding ph, pw. */
+ * weight [K, C, 3, 3] -> y [N, K, OH, OW], padding ph, pw, computed by
+ * F(m x m, 3x3), m = 2 or 4. */
 typedef struct sc_wino_shape {
     int64_t n, c, h, w, k, oh, ow;
     int ph, pw;
+    int m;
 } sc_wino_shape;
 
 /* y = conv(x, weight) + bias (bias may be NULL). */

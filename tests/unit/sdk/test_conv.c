@@ -302,29 +302,132 @@ Test(conv, big_conv2d_against_direct)
                                  {{1, 1}, {0, 0}, {1, 1}, 1}});
 }
 
-/* 3x3 at stride 1 with 8 channels or more goes through Winograd's
- * F(2x2, 3x3): odd output sizes (part tiles), each padding up to 2, a
- * chunk of tiles spanning images, and a single image. */
+/* 3x3 at stride 1 with 8 channels or more goes through Winograd: under
+ * auto, F(4x4, 3x3) for the first four here (whole or nearly whole 4x4
+ * tiles, 3 or more a row) and F(2x2, 3x3) for the others; F(2x2) for
+ * all under winograd2; im2col under gemm. Part tiles in rows and in
+ * columns, odd channels, padding 0 to 2, chunks of tiles spanning
+ * images, and a single image. */
+static const sc_cpu_conv conv_settings[] = {SC_CPU_CONV_AUTO, SC_CPU_CONV_WINOGRAD2,
+                                            SC_CPU_CONV_GEMM};
+
+static const conv_dims winograd_cases[] = {
+    {5, 16, 23, 16, 24, 23, 16, 3, 3, 16, 24, {{1, 1}, {1, 1}, {1, 1}, 1}},
+    {3, 17, 16, 15, 16, 16, 15, 3, 3, 17, 16, {{1, 1}, {1, 1}, {1, 1}, 1}},
+    {2, 16, 10, 10, 20, 12, 12, 3, 3, 16, 20, {{1, 1}, {2, 2}, {1, 1}, 1}},
+    {1, 32, 32, 42, 16, 30, 40, 3, 3, 32, 16, {{1, 1}, {0, 0}, {1, 1}, 1}},
+    {5, 16, 13, 11, 24, 13, 11, 3, 3, 16, 24, {{1, 1}, {1, 1}, {1, 1}, 1}},
+    {3, 17, 9, 8, 16, 7, 6, 3, 3, 17, 16, {{1, 1}, {0, 0}, {1, 1}, 1}},
+    {2, 16, 6, 7, 20, 8, 9, 3, 3, 16, 20, {{1, 1}, {2, 2}, {1, 1}, 1}},
+};
+
 Test(conv, winograd_against_direct)
 {
-    expect_big_conv(&(conv_dims){5, 16, 13, 11, 24, 13, 11, 3, 3, 16, 24,
-                                 {{1, 1}, {1, 1}, {1, 1}, 1}});
-    expect_big_conv(&(conv_dims){3, 17, 9, 8, 16, 7, 6, 3, 3, 17, 16,
-                                 {{1, 1}, {0, 0}, {1, 1}, 1}});
-    expect_big_conv(&(conv_dims){2, 16, 6, 7, 20, 8, 9, 3, 3, 16, 20,
-                                 {{1, 1}, {2, 2}, {1, 1}, 1}});
-    expect_big_conv(&(conv_dims){1, 32, 30, 40, 16, 30, 40, 3, 3, 32, 16,
-                                 {{1, 1}, {1, 1}, {1, 1}, 1}});
+    for (size_t i = 0; i < sizeof conv_settings / sizeof *conv_settings; i++) {
+        sc_cpu_set_conv(conv_settings[i]);
+        for (size_t k = 0; k < sizeof winograd_cases / sizeof *winograd_cases; k++)
+            expect_big_conv(&winograd_cases[k]);
+    }
+}
+
+/* y of a convolution of x (random) by w (random), with the setting. */
+static float *conv_output(const conv_dims *d, sc_cpu_conv setting)
+{
+    sc_rng_init(&rng, 7, 0);
+    sc_tensor *x = param4(d->n, d->c, d->h, d->w), *w = param4(d->oc, d->cg, d->kh, d->kw);
+    for (int64_t i = 0; i < x->numel; i++)
+        sc_tensor_f32(x)[i] = sc_rng_uniform(&rng);
+    for (int64_t i = 0; i < w->numel; i++)
+        sc_tensor_f32(w)[i] = sc_rng_uniform(&rng) - 0.5f;
+    sc_cpu_set_conv(setting);
+    sc_tensor *y = sc_conv2d(ctx, x, w, NULL, &d->o);
+    cr_assert_not_null(y, "%s", sc_error_message());
+    float *out = malloc(sc_tensor_nbytes(y));
+    cr_assert_not_null(out);
+    memcpy(out, y->data, sc_tensor_nbytes(y));
+    sc_ctx_reset(ctx);
+    return out;
+}
+
+/* auto's choice, seen in the bits: the same as winograd2's where auto
+ * takes F(2x2), different where it takes F(4x4). */
+Test(conv, auto_takes_f4x4_where_it_pays)
+{
+    for (size_t k = 0; k < sizeof winograd_cases / sizeof *winograd_cases; k++) {
+        const conv_dims *d = &winograd_cases[k];
+        float *a = conv_output(d, SC_CPU_CONV_AUTO), *b = conv_output(d, SC_CPU_CONV_WINOGRAD2);
+        size_t bytes = (size_t)(d->n * d->oc * d->oh * d->ow) * sizeof(float);
+        cr_assert_eq(memcmp(a, b, bytes) != 0, k < 4, "case %zu: F(4x4) expected %s", k,
+                     k < 4 ? "" : "not");
+        free(a);
+        free(b);
+    }
 }
 
 Test(conv, grad_conv2d_winograd)
 {
     static const conv_case cases[] = {
-        {"winograd pad 1", {2, 16, 5, 4}, {16, 16, 3, 3}, true, {{1, 1}, {1, 1}, {1, 1}, 1}},
-        {"winograd pad 0, 2", {1, 16, 5, 6}, {16, 16, 3, 3}, false, {{1, 1}, {0, 2}, {1, 1}, 1}},
+        {"winograd pad 1", {1, 16, 8, 11}, {16, 16, 3, 3}, true, {{1, 1}, {1, 1}, {1, 1}, 1}},
+        {"winograd pad 0, 2", {1, 16, 6, 9}, {16, 16, 3, 3}, false, {{1, 1}, {0, 2}, {1, 1}, 1}},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        expect_conv_grads(&cases[i]);
+    for (size_t s = 0; s < 2; s++) { /* F(4x4), F(2x2) */
+        sc_cpu_set_conv(conv_settings[s]);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            expect_conv_grads(&cases[i]);
+    }
+}
+
+/* Mean and largest |got - want| over the mean |want|. */
+static void relative_errors(const float *got, const double *want, int64_t n, double *mean,
+                            double *max)
+{
+    double scale = 0.0, sum = 0.0;
+    *max = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs(got[i] - want[i]);
+        scale += fabs(want[i]);
+        sum += e;
+        *max = fmax(*max, e);
+    }
+    *mean = sum / scale;
+    *max *= (double)n / scale;
+}
+
+/* What the settings trade: on a 64-channel layer of 16x16 outputs, the
+ * forward's rounding error against the direct convolution in double,
+ * relative to the mean |y|, is about 4 times larger for F(4x4) (auto)
+ * than for F(2x2) (winograd2) or im2col (gemm), which err alike; each
+ * within the bounds docs/cli.md gives for --cpu-conv. */
+Test(conv, settings_trade_speed_for_accuracy)
+{
+    conv_dims d = {4, 64, 16, 16, 32, 16, 16, 3, 3, 64, 32, {{1, 1}, {1, 1}, {1, 1}, 1}};
+    sc_tensor *x = param4(d.n, d.c, d.h, d.w), *w = param4(d.oc, d.cg, d.kh, d.kw);
+    sc_tensor *b = test_param(1, &d.oc);
+    int64_t ny = d.n * d.oc * d.oh * d.ow;
+    double *ry = calloc((size_t)ny, sizeof *ry), *rgx = calloc((size_t)x->numel, sizeof *rgx);
+    double *rgw = calloc((size_t)w->numel, sizeof *rgw), *rgb = calloc((size_t)d.oc, sizeof *rgb);
+    float *gy = calloc((size_t)ny, sizeof *gy);
+    cr_assert(ry && rgx && rgw && rgb && gy);
+    direct_conv(&d, sc_tensor_f32(x), sc_tensor_f32(w), sc_tensor_f32(b), gy, ry, rgx, rgw, rgb);
+    double mean[3], max[3];
+    for (int i = 0; i < 3; i++) {
+        sc_cpu_set_conv(conv_settings[i]);
+        sc_tensor *y = sc_conv2d(ctx, x, w, b, &d.o);
+        cr_assert_not_null(y, "%s", sc_error_message());
+        relative_errors(sc_tensor_f32(y), ry, ny, &mean[i], &max[i]);
+        sc_ctx_reset(ctx);
+    }
+    cr_assert(mean[0] > 2 * mean[1] && mean[0] > 2 * mean[2],
+              "mean errors: auto %g, winograd2 %g, gemm %g", mean[0], mean[1], mean[2]);
+    cr_assert(max[0] < 3e-5 && mean[0] < 2e-6, "auto: max %g, mean %g", max[0], mean[0]);
+    for (int i = 1; i < 3; i++)
+        cr_assert(max[i] < 6e-6 && mean[i] < 5e-7, "setting %d: max %g, mean %g", i, max[i],
+                  mean[i]);
+    free(ry);
+    free(rgx);
+    free(rgw);
+    free(rgb);
+    free(gy);
 }
 
 /* Forward and backward of a conv layer twice on two threads: the same
