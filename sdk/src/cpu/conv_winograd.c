@@ -277,10 +277,11 @@ static void weight_grad(const sc_wino_shape *s, const float *du, float *gw)
 
 /* ---------------------------------------------------------------------
  * Tiles along a row. A row of TW tiles covers a = m + 2 input rows of
- * m TW + 2 padded columns, held as m phases, phase p (pst floats after
- * phase p - 1) holding columns m u + p: [a, ld], ld >= TW + 1. Tile tx
- * spans phases 0 to m - 1 at tx, then phases 0 and 1 at tx + 1.
- * Transformed tiles are at [xi xs + tx]. */
+ * m TW + 2 padded columns, held as m phases of TW + 1 columns, phase p
+ * holding columns m u + p; a phase's rows are ld floats apart, and a
+ * row's phases pst apart (wino_init). Tile tx spans phases 0 to m - 1 at
+ * tx, then phases 0 and 1 at tx + 1. Transformed tiles are at
+ * [xi xs + tx]. */
 
 /* v = B^T d B for the patches d of tiles [t0, t0 + n) of the row. */
 ALWAYS_INLINE void input_patches2(const float *restrict ph, int64_t pst, int64_t ld, int64_t t0,
