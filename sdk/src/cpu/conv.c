@@ -51,14 +51,15 @@ typedef struct conv_geom {
 
 /* Winograd's output tile for a convolution: 0 (im2col) unless it is 3x3
  * at stride 1 and dilation 1, one group, wide enough; then 4 where the
- * setting allows it, the output is cut into whole or nearly whole 4x4
- * tiles (F(4x4) needs at most 0.6 times F(2x2)'s products) and a row
- * has 3 tiles or more; else 2. Measured per layer, forward and backward
- * on one thread, F(4x4) against F(2x2) (C = K = 64, batch 32): 12x12
- * 0.86x the time, 16x16 0.83x, 28x28 (32 channels) 0.85x, 32x32 0.81x,
- * 56x56 0.77x; but 14x14 1.17x and 30x30 0.99x (padded to 16x16 and
- * 32x32: 0.73 and 0.64 times the products), and 7x7 1.26x (rows of two
- * tiles, too short for the transforms to vectorise). */
+ * setting allows it and F(4x4) multiplies at most 3/4 as much as F(2x2)
+ * (the output cut into whole or nearly whole 4x4 tiles); else 2.
+ * Measured per layer, forward and backward on one thread, F(4x4)
+ * against F(2x2) (batch 128 unless noted): 7x7 0.78x the time (32
+ * channels in and out), 0.77x (64 to 128), 0.71x (128); 12x12 0.64x
+ * (64, batch 64); 14x14 0.95x (32 to 64) and 0.92x (64); 16x16 0.62x
+ * (64, batch 64); 28x28 0.71x (32); 30x30 0.96x (64, batch 32); 56x56
+ * 0.64x (64, batch 16). (14x14 and 30x30 are padded to 16x16 and 32x32:
+ * 0.73 and 0.64 times F(2x2)'s products.) */
 static int winograd_tile(const conv_geom *g)
 {
     const sc_conv2d_params *p = &g->p;
@@ -71,8 +72,7 @@ static int winograd_tile(const conv_geom *g)
         return 0;
     int64_t f2 = 16 * ((g->oh + 1) / 2) * ((g->ow + 1) / 2);
     int64_t f4 = 36 * ((g->oh + 3) / 4) * ((g->ow + 3) / 4);
-    bool f4_pays = 5 * f4 <= 3 * f2 && (g->ow + 3) / 4 >= 3;
-    return setting == SC_CPU_CONV_AUTO && f4_pays ? 4 : 2;
+    return setting == SC_CPU_CONV_AUTO && 4 * f4 <= 3 * f2 ? 4 : 2;
 }
 
 static conv_geom conv_geom_of(const sc_node *node)

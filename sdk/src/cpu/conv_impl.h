@@ -25,7 +25,8 @@ sc_cpu_conv sc_cpu_conv_setting(void);
 
 /* A 3x3 convolution at stride 1, dilation 1, one group: x [N, C, H, W],
  * weight [K, C, 3, 3] -> y [N, K, OH, OW], padding ph, pw, computed by
- * F(m x m, 3x3), m = 2 or 4. */
+ * F(m x m, 3x3), m = 2 or 4; C and K at least 8 (conv_winograd.c's
+ * segment_tiles relies on it). */
 typedef struct sc_wino_shape {
     int64_t n, c, h, w, k, oh, ow;
     int ph, pw;

@@ -3,16 +3,16 @@
  * Neural Networks", 2016). conv.c picks m per layer (sc_wino_shape).
  *
  * The output is cut into m x m tiles. Tile t of output channel k is
- *     y_kt = A^T [ sum_c U_kc (.) V_ct ] A,  U_kc = G w_kc G^T,  V_ct = B^T d_ct B,
- * with d_ct the a x a input patch under the tile (a = m + 2; zero in the
+ *     y_tk = A^T [ sum_c V_tc (.) U_ck ] A,  U_ck = G w_kc G^T,  V_tc = B^T d_tc B,
+ * with d_tc the a x a input patch under the tile (a = m + 2; zero in the
  * padding) and (.) the element-wise product. For each of the XI = a^2
  * positions xi of a transformed tile, the sum over c is one GEMM,
- *     M[xi] [K, T] = U[xi] [K, C] V[xi] [C, T],
+ *     M[xi] [T, K] = V[xi] [T, C] U[xi] [C, K],
  * so an output costs a^2 / m^2 multiply-adds per channel pair instead of
  * 9 (F(2x2): 4, F(4x4): 2.25); the transforms are additions and
  * multiplications by constants. Backward runs the same algebra adjoint:
- *     dM_kt = A gy_kt A^T,  dU[xi] += dM[xi] V[xi]^T,  dV[xi] = U[xi]^T dM[xi],
- *     gw_kc += G^T dU_kc G,  gx (patches overlap) += B dV_ct B^T.
+ *     dM_tk = A gy_tk A^T,  dU[xi] [K, C] += dM[xi]^T V[xi],  dV[xi] = dM[xi] U[xi]^T,
+ *     gw_kc += G^T dU_kc G,  gx (patches overlap) += B dV_tc B^T.
  *
  * F(4x4) interpolates at 0, 1, -1, 1/2, -2 (and infinity) instead of
  * Lavin's 0, +-1, +-2, which shrinks its largest rounding error about 2.5
@@ -26,32 +26,29 @@
  * of about TILES tiles, its transformed tiles in per-thread scratch from
  * the step arena. dU sums per thread, then in thread order.
  *
- * The transforms walk tiles, a whole tile per iteration, on values held
- * in small structs (f4, f6) that the compiler keeps in registers, so that
- * `omp simd` vectorises the walk: input rows are split into m phases
- * beforehand (phase p holds columns m u + p), which makes every load and
- * store unit stride. The output transforms and the input's adjoint walk
- * all the tiles a chunk has in an image at once, not a row of tiles at a
- * time: a 14x14 layer's row has 7 tiles of 2x2, too few for AVX2's 8
- * lanes. The input transform reads patches that overlap along the row,
- * and walks a row at a time, in blocks of 8 or 4 tiles
- * (SC_CPU_ROW_BLOCKS); F(4x4)'s in two passes (input_row4). Rows of
- * fewer than 3 tiles of 4x4 vectorise too poorly for F(4x4) to pay
- * (conv.c).
- *
- * Each channel's rows under a chunk are a short run of memory apart from
- * the next channel's, too short for the hardware's prefetchers: the
- * transforms ask for the next channel's rows while they work on this
- * one's (prefetch_rows). */
+ * Transformed tiles are channel-last, [XI, T, C]: a tile's channels are
+ * contiguous. So the transforms vectorise across channels, whatever the
+ * width of the image (a row of a 14x14 layer has 7 tiles of 2x2, 4 of
+ * 4x4: too few for a vector along the row), and the GEMMs take their
+ * operands untransposed (OpenBLAS's dU = dM^T V ran at 83 GFLOP/s on one
+ * core of the project's machine with [XI, C, T] operands, 113 on
+ * [XI, T, C] ones). The images, gradients and their planes stay
+ * [N, C, H, W]: the transforms read and write a window of an image's rows
+ * moved to or from channel-last order in per-thread scratch
+ * (to_channels_last, from_channels_last), 8 channels by 8 points at a
+ * time, each row split into m phases so that one loop walks a row's
+ * tiles and their channels (cl_window). Against the layout before it
+ * ([XI, C, T], transforms along rows of tiles), this took the cnn's
+ * 32->64 layer at 14x14 (F(2x2), batch 128, one thread) from 6.3 to 5.4
+ * ms forward and from 13.1 to 10.0 ms backward. */
 #include <cblas.h>
 #include <string.h>
 
 #include "conv_impl.h"
 
-/* Tiles per chunk: a chunk's transformed input and output stay in L2
- * (98 to 392 measured alike on the cnn's 14x14 layer with F(2x2)). Fewer
- * for F(4x4), whose tiles are 2.25 times larger, made its products
- * slower: at 44 tiles, the resnet's took about 10% more time. */
+/* Tiles per chunk, whose transformed input and output stay in L2 or
+ * near it: 50 and 100 took the same time on the cnn and the resnet (a
+ * training run's CPU time), 200 to 400 more on single layers. */
 enum { TILES = 100 };
 
 typedef struct f2 { float v0, v1; } f2;
@@ -87,39 +84,48 @@ ALWAYS_INLINE f3 gt4(f4 d)
  *          1/15 -2/15 4/15; 0 0 1],
  *     A^T = [1 1 1 1 1 0; 0 1 -1 1/2 -2 0; 0 1 1 1/4 4 0; 0 1 -1 1/8 -8 1]. */
 
+/* Each as the matrix row by row, common terms shared: 24 operations for
+ * bt6 and b6 instead of 33 to 34, which the input transform and its
+ * adjoint run 12 times a tile. */
 ALWAYS_INLINE f6 bt6(f6 d)
 {
-    return (f6){d.v0 - 1.5f * d.v1 - 2.0f * d.v2 + 1.5f * d.v3 + d.v4,
-                -d.v1 + 0.5f * d.v2 + 2.5f * d.v3 + d.v4,
-                d.v1 - 2.5f * d.v2 + 0.5f * d.v3 + d.v4,
-                -2.0f * d.v1 - d.v2 + 2.0f * d.v3 + d.v4,
-                0.5f * d.v1 - d.v2 - 0.5f * d.v3 + d.v4,
-                d.v1 - 1.5f * d.v2 - 2.0f * d.v3 + 1.5f * d.v4 + d.v5};
+    float e = d.v3 - d.v1, f = d.v4 - d.v2;
+    return (f6){(d.v0 - d.v2) + f + 1.5f * e,
+                (d.v4 - d.v1) + 0.5f * d.v2 + 2.5f * d.v3,
+                (d.v4 + d.v1) - 2.5f * d.v2 + 0.5f * d.v3,
+                f + 2.0f * e,
+                f - 0.5f * e,
+                (d.v5 - d.v3) - e + 1.5f * f};
 }
 
+/* bt6's adjoint, through its e and f */
 ALWAYS_INLINE f6 b6(f6 g)
 {
+    float e = 1.5f * g.v0 + 2.0f * g.v3 - 0.5f * g.v4 - g.v5;
+    float f = g.v0 + g.v3 + g.v4 + 1.5f * g.v5;
     return (f6){g.v0,
-                -1.5f * g.v0 - g.v1 + g.v2 - 2.0f * g.v3 + 0.5f * g.v4 + g.v5,
-                -2.0f * g.v0 + 0.5f * g.v1 - 2.5f * g.v2 - g.v3 - g.v4 - 1.5f * g.v5,
-                1.5f * g.v0 + 2.5f * g.v1 + 0.5f * g.v2 + 2.0f * g.v3 - 0.5f * g.v4 - 2.0f * g.v5,
-                g.v0 + g.v1 + g.v2 + g.v3 + g.v4 + 1.5f * g.v5,
+                g.v2 - g.v1 - e,
+                0.5f * g.v1 - 2.5f * g.v2 - (f + g.v0),
+                e + 2.5f * g.v1 + 0.5f * g.v2 - g.v5,
+                f + g.v1 + g.v2,
                 g.v5};
 }
 
 ALWAYS_INLINE f4 at6(f6 m)
 {
-    return (f4){m.v0 + m.v1 + m.v2 + m.v3 + m.v4,
-                m.v1 - m.v2 + 0.5f * m.v3 - 2.0f * m.v4,
-                m.v1 + m.v2 + 0.25f * m.v3 + 4.0f * m.v4,
-                m.v1 - m.v2 + 0.125f * m.v3 - 8.0f * m.v4 + m.v5};
+    float p = m.v1 + m.v2, q = m.v1 - m.v2;
+    return (f4){(m.v0 + p) + (m.v3 + m.v4),
+                q + 0.5f * m.v3 - 2.0f * m.v4,
+                p + 0.25f * m.v3 + 4.0f * m.v4,
+                q + 0.125f * m.v3 - 8.0f * m.v4 + m.v5};
 }
 
 ALWAYS_INLINE f6 a4(f4 g)
 {
+    float s = g.v0 + g.v2, t = g.v1 + g.v3;
     return (f6){g.v0,
-                g.v0 + g.v1 + g.v2 + g.v3,
-                g.v0 - g.v1 + g.v2 - g.v3,
+                s + t,
+                s - t,
                 g.v0 + 0.5f * g.v1 + 0.25f * g.v2 + 0.125f * g.v3,
                 g.v0 - 2.0f * g.v1 + 4.0f * g.v2 - 8.0f * g.v3,
                 g.v3};
@@ -174,9 +180,10 @@ ALWAYS_INLINE void put6(float *p, int64_t stride, f6 v)
 }
 
 /* ---------------------------------------------------------------------
- * Weights: u [XI, K, C] from weight [K, C, 3, 3], and the adjoint; xi =
- * a i + j holds row i, column j of a transformed a x a tile. Once a step
- * per layer, so the loops run over arrays. */
+ * Weights: u [XI, C, K] (forward's) or [XI, K, C] (backward's) from
+ * weight [K, C, 3, 3], and the adjoint; xi = a i + j holds row i,
+ * column j of a transformed a x a tile. Once a step per layer, so the
+ * loops run over arrays. */
 
 ALWAYS_INLINE float f3_at(f3 v, int j) { return j == 0 ? v.v0 : j == 1 ? v.v1 : v.v2; }
 
@@ -243,7 +250,9 @@ ALWAYS_INLINE void add_weight_grad(int m, int64_t kc, const float *du, float *g)
  * time. The loops name m as a constant, so that the transforms unroll. */
 enum { WEIGHT_BLOCK = 64 };
 
-static void weight_transform(const sc_wino_shape *s, const float *weight, float *u)
+/* u [XI, C, K] when by_input, else [XI, K, C]. */
+static void weight_transform(const sc_wino_shape *s, const float *weight, bool by_input,
+                             float *u)
 {
     int64_t kc = s->k * s->c, blocks = (kc + WEIGHT_BLOCK - 1) / WEIGHT_BLOCK;
     int xi = (s->m + 2) * (s->m + 2);
@@ -252,10 +261,12 @@ static void weight_transform(const sc_wino_shape *s, const float *weight, float 
         int64_t n0 = b * WEIGHT_BLOCK, len = min64(WEIGHT_BLOCK, kc - n0);
         float t[36 * WEIGHT_BLOCK]; /* [XI, WEIGHT_BLOCK]: u [XI, n0 : n0 + len) */
         for (int64_t i = 0; i < len; i++) {
+            int64_t n = n0 + i; /* u's column; c K + k when by_input */
+            const float *wn = weight + 9 * (by_input ? n % s->k * s->c + n / s->k : n);
             if (s->m == 4)
-                transform_weight(4, WEIGHT_BLOCK, weight + 9 * (n0 + i), t + i);
+                transform_weight(4, WEIGHT_BLOCK, wn, t + i);
             else
-                transform_weight(2, WEIGHT_BLOCK, weight + 9 * (n0 + i), t + i);
+                transform_weight(2, WEIGHT_BLOCK, wn, t + i);
         }
         for (int x = 0; x < xi; x++)
             memcpy(u + x * kc + n0, t + x * WEIGHT_BLOCK, (size_t)len * sizeof(float));
@@ -276,238 +287,369 @@ static void weight_grad(const sc_wino_shape *s, const float *du, float *gw)
 }
 
 /* ---------------------------------------------------------------------
- * Tiles along a row. A row of TW tiles covers a = m + 2 input rows of
- * m TW + 2 padded columns, held as m phases of TW + 1 columns, phase p
- * holding columns m u + p; a phase's rows are ld floats apart, and a
- * row's phases pst apart (wino_init). Tile tx spans phases 0 to m - 1 at
- * tx, then phases 0 and 1 at tx + 1. Transformed tiles are at
- * [xi xs + tx]. */
+ * Channel-last windows. A window is rows [y0, y0 + rows) and columns
+ * [x0, x0 + cols) of an image's C planes [H, W], H W floats apart. It may
+ * reach outside the planes, into the padding, and always spans their
+ * width (x0 <= 0, x0 + cols >= W): the points inside are whole rows, one
+ * run of each plane. Each row is held as m phases of HALF = cols / m
+ * (rounded up) points, phase p holding columns m u + p, each point's C
+ * values contiguous: [rows, m, HALF, C]. So the tiles of a row of tiles
+ * lie a point apart in every phase, and a transform walks a row's tiles
+ * and their channels in one loop (segment_tiles). */
 
-/* v = B^T d B for the patches d of tiles [t0, t0 + n) of the row. */
-ALWAYS_INLINE void input_patches2(const float *restrict ph, int64_t pst, int64_t ld, int64_t t0,
-                                  int64_t n, float *restrict v, int64_t xs)
+typedef struct cl_window {
+    int64_t c, h, w;    /* the planes: C of H x W */
+    int64_t y0, x0;     /* the window's corner, in the planes' coordinates */
+    int64_t rows, cols;
+    int shift;          /* m = 1 << shift phases */
+} cl_window;
+
+ALWAYS_INLINE int64_t cl_half(const cl_window *g)
 {
-    const float *e = ph, *o = ph + pst;
-#pragma omp simd
-    for (int64_t tx = t0; tx < t0 + n; tx++) {
-        /* B^T down each column of the patch, then B^T along each row */
-        f4 c0 = bt4(get4(e + tx, ld)), c1 = bt4(get4(o + tx, ld));
-        f4 c2 = bt4(get4(e + tx + 1, ld)), c3 = bt4(get4(o + tx + 1, ld));
-        put4(v + tx, xs, bt4((f4){c0.v0, c1.v0, c2.v0, c3.v0}));
-        put4(v + 4 * xs + tx, xs, bt4((f4){c0.v1, c1.v1, c2.v1, c3.v1}));
-        put4(v + 8 * xs + tx, xs, bt4((f4){c0.v2, c1.v2, c2.v2, c3.v2}));
-        put4(v + 12 * xs + tx, xs, bt4((f4){c0.v3, c1.v3, c2.v3, c3.v3}));
+    return (g->cols + (1 << g->shift) - 1) >> g->shift;
+}
+
+/* Floats from a window row to the next, and from a phase to the next. */
+ALWAYS_INLINE int64_t cl_row_floats(const cl_window *g)
+{
+    return (cl_half(g) << g->shift) * g->c;
+}
+
+ALWAYS_INLINE int64_t cl_phase_floats(const cl_window *g) { return cl_half(g) * g->c; }
+
+/* The offset of the window's point at row r, column j (both from the
+ * window's corner). */
+ALWAYS_INLINE int64_t cl_point(const cl_window *g, int64_t r, int64_t j)
+{
+    int64_t phase = j & ((1 << g->shift) - 1);
+    return ((r << g->shift | phase) * cl_half(g) + (j >> g->shift)) * g->c;
+}
+
+/* The window's rows [iy0, iy1) of the planes. */
+typedef struct cl_run {
+    int64_t iy0, iy1;
+} cl_run;
+
+static cl_run cl_run_of(const cl_window *g)
+{
+    int64_t iy0 = max64(g->y0, 0), iy1 = min64(g->y0 + g->rows, g->h);
+    if (iy1 <= iy0) /* none: an empty run at the window's top */
+        iy0 = iy1 = g->y0;
+    return (cl_run){iy0, iy1};
+}
+
+typedef float v8 __attribute__((vector_size(32)));
+/* 8 floats at any float's address: *(v8u *)p loads or stores them */
+typedef float v8u __attribute__((vector_size(32), aligned(4)));
+
+/* r [8] transposed in place: r[i][j] becomes r[j][i]. */
+ALWAYS_INLINE void transpose8(v8 *r)
+{
+    v8 t0 = __builtin_shufflevector(r[0], r[1], 0, 8, 1, 9, 4, 12, 5, 13);
+    v8 t1 = __builtin_shufflevector(r[0], r[1], 2, 10, 3, 11, 6, 14, 7, 15);
+    v8 t2 = __builtin_shufflevector(r[2], r[3], 0, 8, 1, 9, 4, 12, 5, 13);
+    v8 t3 = __builtin_shufflevector(r[2], r[3], 2, 10, 3, 11, 6, 14, 7, 15);
+    v8 t4 = __builtin_shufflevector(r[4], r[5], 0, 8, 1, 9, 4, 12, 5, 13);
+    v8 t5 = __builtin_shufflevector(r[4], r[5], 2, 10, 3, 11, 6, 14, 7, 15);
+    v8 t6 = __builtin_shufflevector(r[6], r[7], 0, 8, 1, 9, 4, 12, 5, 13);
+    v8 t7 = __builtin_shufflevector(r[6], r[7], 2, 10, 3, 11, 6, 14, 7, 15);
+    /* s_j: column j of rows 0-3 in the low half, column j + 4 in the high */
+    v8 s0 = __builtin_shufflevector(t0, t2, 0, 1, 8, 9, 4, 5, 12, 13);
+    v8 s1 = __builtin_shufflevector(t0, t2, 2, 3, 10, 11, 6, 7, 14, 15);
+    v8 s2 = __builtin_shufflevector(t1, t3, 0, 1, 8, 9, 4, 5, 12, 13);
+    v8 s3 = __builtin_shufflevector(t1, t3, 2, 3, 10, 11, 6, 7, 14, 15);
+    v8 s4 = __builtin_shufflevector(t4, t6, 0, 1, 8, 9, 4, 5, 12, 13);
+    v8 s5 = __builtin_shufflevector(t4, t6, 2, 3, 10, 11, 6, 7, 14, 15);
+    v8 s6 = __builtin_shufflevector(t5, t7, 0, 1, 8, 9, 4, 5, 12, 13);
+    v8 s7 = __builtin_shufflevector(t5, t7, 2, 3, 10, 11, 6, 7, 14, 15);
+    r[0] = __builtin_shufflevector(s0, s4, 0, 1, 2, 3, 8, 9, 10, 11);
+    r[1] = __builtin_shufflevector(s1, s5, 0, 1, 2, 3, 8, 9, 10, 11);
+    r[2] = __builtin_shufflevector(s2, s6, 0, 1, 2, 3, 8, 9, 10, 11);
+    r[3] = __builtin_shufflevector(s3, s7, 0, 1, 2, 3, 8, 9, 10, 11);
+    r[4] = __builtin_shufflevector(s0, s4, 4, 5, 6, 7, 12, 13, 14, 15);
+    r[5] = __builtin_shufflevector(s1, s5, 4, 5, 6, 7, 12, 13, 14, 15);
+    r[6] = __builtin_shufflevector(s2, s6, 4, 5, 6, 7, 12, 13, 14, 15);
+    r[7] = __builtin_shufflevector(s3, s7, 4, 5, 6, 7, 12, 13, 14, 15);
+}
+
+/* at [len] = the window offset of each of the run's len points, in the
+ * planes' order. */
+static void point_offsets(const cl_window *g, cl_run run, int32_t *at)
+{
+    for (int64_t r = run.iy0 - g->y0; r < run.iy1 - g->y0; r++)
+        for (int64_t j = -g->x0; j < g->w - g->x0; j++)
+            *at++ = (int32_t)cl_point(g, r, j);
+}
+
+/* Points [p0, p1) of the run, channels [ch0, C), one value at a time
+ * (the tails of the blocks of 8): into the window, and back. */
+ALWAYS_INLINE void points_to_cl(const cl_window *g, const int32_t *at, int64_t p0, int64_t p1,
+                                int64_t ch0, const float *restrict from, float *restrict cl)
+{
+    for (int64_t p = p0; p < p1; p++)
+        for (int64_t ch = ch0; ch < g->c; ch++)
+            cl[at[p] + ch] = from[ch * g->h * g->w + p];
+}
+
+ALWAYS_INLINE void points_from_cl(const cl_window *g, const int32_t *at, int64_t p0,
+                                  int64_t p1, int64_t ch0, const float *restrict cl,
+                                  const float *bias, bool add, float *restrict to)
+{
+    for (int64_t p = p0; p < p1; p++)
+        for (int64_t ch = ch0; ch < g->c; ch++) {
+            float *v = to + ch * g->h * g->w + p;
+            *v = (add ? *v : 0.0f) + cl[at[p] + ch] + (bias ? bias[ch] : 0.0f);
+        }
+}
+
+/* cl [rows, m, HALF, C] = the window of planes [C, H, W], zero outside
+ * them; at is scratch for the offsets of the points inside. */
+SC_CPU_CLONES
+static void to_channels_last(const cl_window *g, const float *restrict planes,
+                             float *restrict cl, int32_t *at)
+{
+    cl_run run = cl_run_of(g);
+    int64_t span = cl_row_floats(g);
+    memset(cl, 0, (size_t)((run.iy0 - g->y0) * span) * sizeof *cl);
+    for (int64_t r = run.iy0 - g->y0; r < run.iy1 - g->y0; r++) { /* the padding's columns */
+        for (int64_t j = 0; j < -g->x0; j++)
+            memset(cl + cl_point(g, r, j), 0, (size_t)g->c * sizeof *cl);
+        for (int64_t j = g->w - g->x0; j < g->cols; j++)
+            memset(cl + cl_point(g, r, j), 0, (size_t)g->c * sizeof *cl);
     }
+    memset(cl + (run.iy1 - g->y0) * span, 0,
+           (size_t)((g->y0 + g->rows - run.iy1) * span) * sizeof *cl);
+    point_offsets(g, run, at);
+    int64_t plane = g->h * g->w, len = (run.iy1 - run.iy0) * g->w, c8 = g->c / 8 * 8;
+    const float *from = planes + run.iy0 * g->w;
+    for (int64_t ch = 0; ch < c8; ch += 8) /* 8 planes at a time, each read in order */
+        for (int64_t p = 0; p + 8 <= len; p += 8) {
+            v8 r[8];
+            for (int i = 0; i < 8; i++)
+                r[i] = *(const v8u *)(from + (ch + i) * plane + p);
+            transpose8(r);
+            for (int q = 0; q < 8; q++)
+                *(v8u *)(cl + at[p + q] + ch) = r[q];
+        }
+    points_to_cl(g, at, 0, len / 8 * 8, c8, from, cl);
+    points_to_cl(g, at, len / 8 * 8, len, 0, from, cl);
 }
 
-/* v[a] = B^T along the rows of tiles [t0, t0 + n)'s patches, the
- * patches' columns transformed down into row a of col (input_row4). */
-ALWAYS_INLINE void row_patches4(const float *restrict r, int64_t half, int64_t t0, int64_t n,
-                                float *restrict v, int64_t xs)
+/* planes [C, H, W] = (add: +=) the window cl where it lies inside them,
+ * + bias [C] (NULL: none); at is scratch as for to_channels_last. */
+SC_CPU_CLONES
+static void from_channels_last(const cl_window *g, const float *restrict cl, const float *bias,
+                               bool add, float *restrict planes, int32_t *at)
 {
-#pragma omp simd
-    for (int64_t tx = t0; tx < t0 + n; tx++)
-        put6(v + tx, xs,
-             bt6((f6){r[tx], r[half + tx], r[2 * half + tx], r[3 * half + tx], r[tx + 1],
-                      r[half + tx + 1]}));
-}
-
-/* v = B^T d B for the patches of a row of TW tiles of F(4x4), in two
- * passes: B^T down the columns, all of the rows' columns in one loop
- * (neighbouring patches share two), into col [6, 4 half]; then B^T
- * along each patch's rows. Transformed whole, as input_patches2 does, a
- * tile holds 36 values and more, which spill out of AVX2's 16 registers
- * (though the two passes measured no faster on the resnet). */
-ALWAYS_INLINE void input_row4(const float *restrict ph, int64_t half, int64_t tw,
-                              float *restrict col, float *restrict v, int64_t xs)
-{
-    int64_t ld = 4 * half; /* phase p of row i at ph [i ld + p half] */
-#pragma omp simd
-    for (int64_t j = 0; j < ld; j++)
-        put6(col + j, ld, bt6(get6(ph + j, ld)));
-    for (int a = 0; a < 6; a++)
-        SC_CPU_ROW_BLOCKS(tw, t0, n, row_patches4(col + a * ld, half, t0, n, v + 6 * a * xs, xs));
-}
-
-/* v = B^T d B for each patch d of a row of TW tiles, vectorised; the
- * phases pst and ld apart (wino_init), col input_row4's. */
-ALWAYS_INLINE void input_row(int m, const float *restrict ph, int64_t pst, int64_t ld,
-                             int64_t tw, float *restrict col, float *restrict v, int64_t xs)
-{
-    if (m == 2)
-        SC_CPU_ROW_BLOCKS(tw, t0, n, input_patches2(ph, pst, ld, t0, n, v, xs));
-    else
-        input_row4(ph, tw + 1, tw, col, v, xs);
-}
-
-/* tmp [XI, n] = B dv B^T for each of n patches, the adjoint of input_row:
- * tmp [a j + i, n] holds column j, row i of the patches. */
-ALWAYS_INLINE void patch_grads2(const float *restrict dv, int64_t xs, int64_t n,
-                                float *restrict tmp)
-{
-#pragma omp simd
-    for (int64_t tx = 0; tx < n; tx++) {
-        /* B along each row a, giving the columns' values q_a.j; B down each column */
-        f4 q0 = b4(get4(dv + tx, xs)), q1 = b4(get4(dv + 4 * xs + tx, xs));
-        f4 q2 = b4(get4(dv + 8 * xs + tx, xs)), q3 = b4(get4(dv + 12 * xs + tx, xs));
-        put4(tmp + tx, n, b4((f4){q0.v0, q1.v0, q2.v0, q3.v0}));
-        put4(tmp + 4 * n + tx, n, b4((f4){q0.v1, q1.v1, q2.v1, q3.v1}));
-        put4(tmp + 8 * n + tx, n, b4((f4){q0.v2, q1.v2, q2.v2, q3.v2}));
-        put4(tmp + 12 * n + tx, n, b4((f4){q0.v3, q1.v3, q2.v3, q3.v3}));
-    }
-}
-
-ALWAYS_INLINE void patch_grads4(const float *restrict dv, int64_t xs, int64_t n,
-                                float *restrict tmp)
-{
-#pragma omp simd
-    for (int64_t tx = 0; tx < n; tx++) {
-        f6 q0 = b6(get6(dv + tx, xs)), q1 = b6(get6(dv + 6 * xs + tx, xs));
-        f6 q2 = b6(get6(dv + 12 * xs + tx, xs)), q3 = b6(get6(dv + 18 * xs + tx, xs));
-        f6 q4 = b6(get6(dv + 24 * xs + tx, xs)), q5 = b6(get6(dv + 30 * xs + tx, xs));
-        put6(tmp + tx, n, b6((f6){q0.v0, q1.v0, q2.v0, q3.v0, q4.v0, q5.v0}));
-        put6(tmp + 6 * n + tx, n, b6((f6){q0.v1, q1.v1, q2.v1, q3.v1, q4.v1, q5.v1}));
-        put6(tmp + 12 * n + tx, n, b6((f6){q0.v2, q1.v2, q2.v2, q3.v2, q4.v2, q5.v2}));
-        put6(tmp + 18 * n + tx, n, b6((f6){q0.v3, q1.v3, q2.v3, q3.v3, q4.v3, q5.v3}));
-        put6(tmp + 24 * n + tx, n, b6((f6){q0.v4, q1.v4, q2.v4, q3.v4, q4.v4, q5.v4}));
-        put6(tmp + 30 * n + tx, n, b6((f6){q0.v5, q1.v5, q2.v5, q3.v5, q4.v5, q5.v5}));
-    }
-}
-
-ALWAYS_INLINE void patch_grads(int m, const float *restrict dv, int64_t xs, int64_t n,
-                               float *restrict tmp)
-{
-    if (m == 2)
-        patch_grads2(dv, xs, n, tmp);
-    else
-        patch_grads4(dv, xs, n, tmp);
-}
-
-/* The phases [a, ld] += a row of TW patches' columns from tmp
- * (patch_grads, rows n apart). Neighbouring patches share phases 0 and
- * 1: there, column tx of a row takes patch tx's column, then patch
- * tx - 1's, in one pass (a second pass shifted by a column would load
- * across the first's stores, which stalls). */
-ALWAYS_INLINE void add_patch_row(int m, const float *restrict tmp, int64_t n, int64_t tw,
-                                 float *restrict ph, int64_t pst, int64_t ld)
-{
-    int a = m + 2;
-    for (int i = 0; i < a; i++) {
-        float *row = ph + i * ld;
-        const float *c = tmp + i * n; /* column j at c + a j n */
-        for (int p = 0; p < m; p++)
-            row[p * pst] += c[p * a * n];
-#pragma omp simd
-        for (int64_t tx = 1; tx < tw; tx++)
-            for (int p = 0; p < m; p++) {
-                float *r = row + p * pst;
-                const float *cp = c + p * a * n, *next = c + (p + m) * a * n;
-                r[tx] = p < 2 ? r[tx] + cp[tx] + next[tx - 1] : r[tx] + cp[tx];
+    cl_run run = cl_run_of(g);
+    point_offsets(g, run, at);
+    int64_t plane = g->h * g->w, len = (run.iy1 - run.iy0) * g->w, c8 = g->c / 8 * 8;
+    float *to = planes + run.iy0 * g->w;
+    for (int64_t ch = 0; ch < c8; ch += 8)
+        for (int64_t p = 0; p + 8 <= len; p += 8) {
+            v8 r[8];
+            for (int q = 0; q < 8; q++)
+                r[q] = *(const v8u *)(cl + at[p + q] + ch);
+            transpose8(r);
+            for (int i = 0; i < 8; i++) {
+                v8u *dst = (v8u *)(to + (ch + i) * plane + p);
+                *dst = (add ? *dst : (v8){0}) + r[i] + (bias ? bias[ch + i] : 0.0f);
             }
-        for (int p = 0; p < 2; p++)
-            row[p * pst + tw] += c[(p + m) * a * n + tw - 1];
-    }
+        }
+    points_from_cl(g, at, 0, len / 8 * 8, c8, cl, bias, add, to);
+    points_from_cl(g, at, len / 8 * 8, len, 0, cl, bias, add, to);
 }
 
-/* The m x m outputs y = A^T m A of nt tiles, as m phases of m output
- * rows: row i, phase p at y [(m p + i) nt + tx]. */
-ALWAYS_INLINE void output_row2(const float *restrict m, int64_t xs, int64_t nt,
-                               float *restrict y)
+/* ---------------------------------------------------------------------
+ * One channel of one tile: the patch or output tile in a window, rows
+ * rs apart, and its a x a transformed values, xs apart. An output tile's
+ * columns are its m phases, ps apart; a patch's first m columns too, its
+ * last two in phases 0 and 1 of the next point, c floats on (the
+ * window's layout, cl_window). Called in loops over the channels of a
+ * row's tiles, which vectorise. */
+
+/* Where column j of a patch of F(m x m) lies. */
+ALWAYS_INLINE int64_t patch_col(int m, int j, int64_t ps, int64_t c)
 {
-    float *ye = y, *yo = y + 2 * nt;
-#pragma omp simd
-    for (int64_t tx = 0; tx < nt; tx++) {
-        /* A^T down each column b, then along each of the two rows */
-        f2 h0 = at4(get4(m + tx, 4 * xs)), h1 = at4(get4(m + xs + tx, 4 * xs));
-        f2 h2 = at4(get4(m + 2 * xs + tx, 4 * xs)), h3 = at4(get4(m + 3 * xs + tx, 4 * xs));
-        f2 r0 = at4((f4){h0.v0, h1.v0, h2.v0, h3.v0}), r1 = at4((f4){h0.v1, h1.v1, h2.v1, h3.v1});
-        ye[tx] = r0.v0;
-        yo[tx] = r0.v1;
-        ye[nt + tx] = r1.v0;
-        yo[nt + tx] = r1.v1;
-    }
+    return j < m ? j * ps : (j - m) * ps + c;
 }
 
-ALWAYS_INLINE void output_row4(const float *restrict m, int64_t xs, int64_t nt,
-                               float *restrict y)
+ALWAYS_INLINE void put2(float *p, int64_t stride, f2 v)
 {
-#pragma omp simd
-    for (int64_t tx = 0; tx < nt; tx++) {
-        f4 h0 = at6(get6(m + tx, 6 * xs)), h1 = at6(get6(m + xs + tx, 6 * xs));
-        f4 h2 = at6(get6(m + 2 * xs + tx, 6 * xs)), h3 = at6(get6(m + 3 * xs + tx, 6 * xs));
-        f4 h4 = at6(get6(m + 4 * xs + tx, 6 * xs)), h5 = at6(get6(m + 5 * xs + tx, 6 * xs));
-        put4(y + tx, 4 * nt, at6((f6){h0.v0, h1.v0, h2.v0, h3.v0, h4.v0, h5.v0}));
-        put4(y + nt + tx, 4 * nt, at6((f6){h0.v1, h1.v1, h2.v1, h3.v1, h4.v1, h5.v1}));
-        put4(y + 2 * nt + tx, 4 * nt, at6((f6){h0.v2, h1.v2, h2.v2, h3.v2, h4.v2, h5.v2}));
-        put4(y + 3 * nt + tx, 4 * nt, at6((f6){h0.v3, h1.v3, h2.v3, h3.v3, h4.v3, h5.v3}));
-    }
+    p[0] = v.v0;
+    p[stride] = v.v1;
 }
 
-/* dm = A g A^T for each of nt tiles g of m output rows held as m phases
- * (the layout of output_row, whose adjoint this is). */
-ALWAYS_INLINE void output_grad_row2(const float *restrict g, int64_t nt, float *restrict dm,
-                                    int64_t xs)
+ALWAYS_INLINE void add4(float *p, int64_t stride, f4 v)
 {
-    const float *ge = g, *go = g + 2 * nt;
-#pragma omp simd
-    for (int64_t tx = 0; tx < nt; tx++) {
-        /* A down each of the two columns, then along each row a */
-        f4 h0 = a2((f2){ge[tx], ge[nt + tx]}), h1 = a2((f2){go[tx], go[nt + tx]});
-        put4(dm + tx, xs, a2((f2){h0.v0, h1.v0}));
-        put4(dm + 4 * xs + tx, xs, a2((f2){h0.v1, h1.v1}));
-        put4(dm + 8 * xs + tx, xs, a2((f2){h0.v2, h1.v2}));
-        put4(dm + 12 * xs + tx, xs, a2((f2){h0.v3, h1.v3}));
-    }
+    p[0] += v.v0;
+    p[stride] += v.v1;
+    p[2 * stride] += v.v2;
+    p[3 * stride] += v.v3;
 }
 
-ALWAYS_INLINE void output_grad_row4(const float *restrict g, int64_t nt, float *restrict dm,
-                                    int64_t xs)
+ALWAYS_INLINE void add6(float *p, int64_t stride, f6 v)
 {
-#pragma omp simd
-    for (int64_t tx = 0; tx < nt; tx++) {
-        f6 h0 = a4(get4(g + tx, nt)), h1 = a4(get4(g + 4 * nt + tx, nt));
-        f6 h2 = a4(get4(g + 8 * nt + tx, nt)), h3 = a4(get4(g + 12 * nt + tx, nt));
-        put6(dm + tx, xs, a4((f4){h0.v0, h1.v0, h2.v0, h3.v0}));
-        put6(dm + 6 * xs + tx, xs, a4((f4){h0.v1, h1.v1, h2.v1, h3.v1}));
-        put6(dm + 12 * xs + tx, xs, a4((f4){h0.v2, h1.v2, h2.v2, h3.v2}));
-        put6(dm + 18 * xs + tx, xs, a4((f4){h0.v3, h1.v3, h2.v3, h3.v3}));
-        put6(dm + 24 * xs + tx, xs, a4((f4){h0.v4, h1.v4, h2.v4, h3.v4}));
-        put6(dm + 30 * xs + tx, xs, a4((f4){h0.v5, h1.v5, h2.v5, h3.v5}));
+    add4(p, stride, (f4){v.v0, v.v1, v.v2, v.v3});
+    p[4 * stride] += v.v4;
+    p[5 * stride] += v.v5;
+}
+
+/* v = B^T d B */
+ALWAYS_INLINE void input_tile2(const float *restrict d, int64_t rs, int64_t ps, int64_t c,
+                               float *restrict v, int64_t xs)
+{
+    /* B^T down each column of the patch, then B^T along each row */
+    f4 c0 = bt4(get4(d, rs)), c1 = bt4(get4(d + ps, rs));
+    f4 c2 = bt4(get4(d + patch_col(2, 2, ps, c), rs));
+    f4 c3 = bt4(get4(d + patch_col(2, 3, ps, c), rs));
+    put4(v, xs, bt4((f4){c0.v0, c1.v0, c2.v0, c3.v0}));
+    put4(v + 4 * xs, xs, bt4((f4){c0.v1, c1.v1, c2.v1, c3.v1}));
+    put4(v + 8 * xs, xs, bt4((f4){c0.v2, c1.v2, c2.v2, c3.v2}));
+    put4(v + 12 * xs, xs, bt4((f4){c0.v3, c1.v3, c2.v3, c3.v3}));
+}
+
+ALWAYS_INLINE void input_tile4(const float *restrict d, int64_t rs, int64_t ps, int64_t c,
+                               float *restrict v, int64_t xs)
+{
+    f6 c0 = bt6(get6(d, rs)), c1 = bt6(get6(d + ps, rs)), c2 = bt6(get6(d + 2 * ps, rs));
+    f6 c3 = bt6(get6(d + 3 * ps, rs)), c4 = bt6(get6(d + patch_col(4, 4, ps, c), rs));
+    f6 c5 = bt6(get6(d + patch_col(4, 5, ps, c), rs));
+    put6(v, xs, bt6((f6){c0.v0, c1.v0, c2.v0, c3.v0, c4.v0, c5.v0}));
+    put6(v + 6 * xs, xs, bt6((f6){c0.v1, c1.v1, c2.v1, c3.v1, c4.v1, c5.v1}));
+    put6(v + 12 * xs, xs, bt6((f6){c0.v2, c1.v2, c2.v2, c3.v2, c4.v2, c5.v2}));
+    put6(v + 18 * xs, xs, bt6((f6){c0.v3, c1.v3, c2.v3, c3.v3, c4.v3, c5.v3}));
+    put6(v + 24 * xs, xs, bt6((f6){c0.v4, c1.v4, c2.v4, c3.v4, c4.v4, c5.v4}));
+    put6(v + 30 * xs, xs, bt6((f6){c0.v5, c1.v5, c2.v5, c3.v5, c4.v5, c5.v5}));
+}
+
+/* d += B dv B^T, the adjoint of input_tile (neighbouring patches overlap) */
+ALWAYS_INLINE void patch_grad2(const float *restrict dv, int64_t xs, float *restrict d,
+                               int64_t rs, int64_t ps, int64_t c)
+{
+    /* B along each row of dv, then B down each column */
+    f4 q0 = b4(get4(dv, xs)), q1 = b4(get4(dv + 4 * xs, xs));
+    f4 q2 = b4(get4(dv + 8 * xs, xs)), q3 = b4(get4(dv + 12 * xs, xs));
+    add4(d, rs, b4((f4){q0.v0, q1.v0, q2.v0, q3.v0}));
+    add4(d + ps, rs, b4((f4){q0.v1, q1.v1, q2.v1, q3.v1}));
+    add4(d + patch_col(2, 2, ps, c), rs, b4((f4){q0.v2, q1.v2, q2.v2, q3.v2}));
+    add4(d + patch_col(2, 3, ps, c), rs, b4((f4){q0.v3, q1.v3, q2.v3, q3.v3}));
+}
+
+ALWAYS_INLINE void patch_grad4(const float *restrict dv, int64_t xs, float *restrict d,
+                               int64_t rs, int64_t ps, int64_t c)
+{
+    f6 q0 = b6(get6(dv, xs)), q1 = b6(get6(dv + 6 * xs, xs)), q2 = b6(get6(dv + 12 * xs, xs));
+    f6 q3 = b6(get6(dv + 18 * xs, xs)), q4 = b6(get6(dv + 24 * xs, xs));
+    f6 q5 = b6(get6(dv + 30 * xs, xs));
+    add6(d, rs, b6((f6){q0.v0, q1.v0, q2.v0, q3.v0, q4.v0, q5.v0}));
+    add6(d + ps, rs, b6((f6){q0.v1, q1.v1, q2.v1, q3.v1, q4.v1, q5.v1}));
+    add6(d + 2 * ps, rs, b6((f6){q0.v2, q1.v2, q2.v2, q3.v2, q4.v2, q5.v2}));
+    add6(d + 3 * ps, rs, b6((f6){q0.v3, q1.v3, q2.v3, q3.v3, q4.v3, q5.v3}));
+    add6(d + patch_col(4, 4, ps, c), rs, b6((f6){q0.v4, q1.v4, q2.v4, q3.v4, q4.v4, q5.v4}));
+    add6(d + patch_col(4, 5, ps, c), rs, b6((f6){q0.v5, q1.v5, q2.v5, q3.v5, q4.v5, q5.v5}));
+}
+
+/* y = A^T mx A */
+ALWAYS_INLINE void output_tile2(const float *restrict mx, int64_t xs, float *restrict y,
+                                int64_t rs, int64_t cs)
+{
+    /* A^T down each column, then along each of the two rows */
+    f2 h0 = at4(get4(mx, 4 * xs)), h1 = at4(get4(mx + xs, 4 * xs));
+    f2 h2 = at4(get4(mx + 2 * xs, 4 * xs)), h3 = at4(get4(mx + 3 * xs, 4 * xs));
+    put2(y, cs, at4((f4){h0.v0, h1.v0, h2.v0, h3.v0}));
+    put2(y + rs, cs, at4((f4){h0.v1, h1.v1, h2.v1, h3.v1}));
+}
+
+ALWAYS_INLINE void output_tile4(const float *restrict mx, int64_t xs, float *restrict y,
+                                int64_t rs, int64_t cs)
+{
+    f4 h0 = at6(get6(mx, 6 * xs)), h1 = at6(get6(mx + xs, 6 * xs));
+    f4 h2 = at6(get6(mx + 2 * xs, 6 * xs)), h3 = at6(get6(mx + 3 * xs, 6 * xs));
+    f4 h4 = at6(get6(mx + 4 * xs, 6 * xs)), h5 = at6(get6(mx + 5 * xs, 6 * xs));
+    put4(y, cs, at6((f6){h0.v0, h1.v0, h2.v0, h3.v0, h4.v0, h5.v0}));
+    put4(y + rs, cs, at6((f6){h0.v1, h1.v1, h2.v1, h3.v1, h4.v1, h5.v1}));
+    put4(y + 2 * rs, cs, at6((f6){h0.v2, h1.v2, h2.v2, h3.v2, h4.v2, h5.v2}));
+    put4(y + 3 * rs, cs, at6((f6){h0.v3, h1.v3, h2.v3, h3.v3, h4.v3, h5.v3}));
+}
+
+/* dm = A g A^T, the adjoint of output_tile */
+ALWAYS_INLINE void output_grad_tile2(const float *restrict g, int64_t rs, int64_t cs,
+                                     float *restrict dm, int64_t xs)
+{
+    /* A down each of the two columns, then along each row */
+    f4 h0 = a2((f2){g[0], g[rs]}), h1 = a2((f2){g[cs], g[rs + cs]});
+    put4(dm, xs, a2((f2){h0.v0, h1.v0}));
+    put4(dm + 4 * xs, xs, a2((f2){h0.v1, h1.v1}));
+    put4(dm + 8 * xs, xs, a2((f2){h0.v2, h1.v2}));
+    put4(dm + 12 * xs, xs, a2((f2){h0.v3, h1.v3}));
+}
+
+ALWAYS_INLINE void output_grad_tile4(const float *restrict g, int64_t rs, int64_t cs,
+                                     float *restrict dm, int64_t xs)
+{
+    f6 h0 = a4(get4(g, rs)), h1 = a4(get4(g + cs, rs));
+    f6 h2 = a4(get4(g + 2 * cs, rs)), h3 = a4(get4(g + 3 * cs, rs));
+    put6(dm, xs, a4((f4){h0.v0, h1.v0, h2.v0, h3.v0}));
+    put6(dm + 6 * xs, xs, a4((f4){h0.v1, h1.v1, h2.v1, h3.v1}));
+    put6(dm + 12 * xs, xs, a4((f4){h0.v2, h1.v2, h2.v2, h3.v2}));
+    put6(dm + 18 * xs, xs, a4((f4){h0.v3, h1.v3, h2.v3, h3.v3}));
+    put6(dm + 24 * xs, xs, a4((f4){h0.v4, h1.v4, h2.v4, h3.v4}));
+    put6(dm + 30 * xs, xs, a4((f4){h0.v5, h1.v5, h2.v5, h3.v5}));
+}
+
+typedef enum tile_op { INPUT, PATCH_GRAD, OUTPUT, OUTPUT_GRAD } tile_op;
+
+/* op on one channel of a tile at `at` in its window and `tile` among the
+ * transformed tiles. */
+ALWAYS_INLINE void tile_apply(int m, tile_op op, float *at, int64_t rs, int64_t ps, int64_t c,
+                              float *tile, int64_t xs)
+{
+    switch (op) {
+    case INPUT:
+        if (m == 2)
+            input_tile2(at, rs, ps, c, tile, xs);
+        else
+            input_tile4(at, rs, ps, c, tile, xs);
+        break;
+    case PATCH_GRAD:
+        if (m == 2)
+            patch_grad2(tile, xs, at, rs, ps, c);
+        else
+            patch_grad4(tile, xs, at, rs, ps, c);
+        break;
+    case OUTPUT:
+        if (m == 2)
+            output_tile2(tile, xs, at, rs, ps);
+        else
+            output_tile4(tile, xs, at, rs, ps);
+        break;
+    case OUTPUT_GRAD:
+        if (m == 2)
+            output_grad_tile2(at, rs, ps, tile, xs);
+        else
+            output_grad_tile4(at, rs, ps, tile, xs);
+        break;
     }
 }
 
 /* ---------------------------------------------------------------------
  * Tiles of a chunk: the tile rows [r0, r0 + nr) of the batch (tile row r
- * is row r % TH of image r / TH), T = nr TW tiles at [xi, channel, T]. */
+ * is row r % TH of image r / TH), T = nr TW tiles at [XI, T, channel]. */
 
 typedef struct wino {
     sc_wino_shape s;
     int xi;         /* (m + 2)^2 */
     int64_t th, tw; /* tile rows and columns of an image */
     int64_t rows;   /* tile rows per chunk */
-    int64_t half;   /* columns of a phase of a padded input row: TW + 1 */
-    int64_t ld;     /* floats from a row of a phase to the next */
-    int64_t pst;    /* floats from a phase of a row to the next */
     int slots;
     const float *x, *u, *bias, *gy;
     float *y, *gx;
-    bool gx_fresh;  /* gx is uninitialised: input_grad_tiles zeroes each plane first */
+    bool gx_fresh;  /* gx is uninitialised: an image's first window is written, not added */
     float *du;      /* per-slot [XI, K, C] partials; NULL: no weight gradient */
-    float *scratch; /* per slot: v [XI, C, T], m [XI, K, T], buf; backward dv [XI, C, T] */
+    float *scratch; /* per slot: v [XI, T, C], m [XI, T, K], buf; backward dv [XI, T, C] */
     int64_t scratch_floats;
 } wino;
-
-/* Floats of the phases of the padded input rows under a chunk. */
-static int64_t phase_floats(const wino *w) { return (w->s.m * w->rows + 2) * w->s.m * w->half; }
-
-/* A slot's buf: the phases of the padded input rows under a chunk's tile
- * rows, then a segment's patch columns tmp [XI, T] at most (patch_grads)
- * or a tile row's columns transformed down (input_row4); or a segment's
- * output rows [m m, T] (merge_out_rows). */
-static int64_t buf_floats(const wino *w)
-{
-    return phase_floats(w) + max64(w->xi * w->rows * w->tw, 24 * w->half);
-}
 
 /* The tile rows of a chunk that lie in one image: image n, rows
  * [ty0, ty1), the first of their tiles at index `first` of the chunk. */
@@ -521,317 +663,137 @@ static segment next_segment(const wino *w, int64_t r0, int64_t nr, int64_t r)
     return (segment){r / w->th, ty0, min64(w->th, ty0 + r0 + nr - r), (r - r0) * w->tw};
 }
 
-/* A padded input row as m phases: column p of the row [W] padded by pw
- * zeros on the left and zeros wherever it ends is in[p - pw]. Columns
- * m u to m u + m - 1 all lie in the row for u in [lo, hi); the few
- * outside are looked up one by one. The loops read and write the rows
- * themselves, no padded copy: a copy written at one offset and read back
- * at another stalls every load on the stores it straddles (store-to-load
- * forwarding fails), which cost a third of the input transform. */
-typedef struct pad_span {
-    int64_t lo, hi;
-} pad_span;
-
-ALWAYS_INLINE pad_span pad_span_of(int m, const sc_wino_shape *s, int64_t half)
-{
-    int64_t lo = min64((s->pw + m - 1) / m, half);
-    return (pad_span){lo, max64(lo, min64((s->w + s->pw) / m, half))};
-}
-
-/* Padded column p of input row `in`. */
-ALWAYS_INLINE float padded(const sc_wino_shape *s, const float *in, int64_t p)
-{
-    return p >= s->pw && p < s->pw + s->w ? in[p - s->pw] : 0.0f;
-}
-
-/* ph [m phases pst apart, half] = input row `in` [W], padded (the
- * layouts: wino_init). */
-ALWAYS_INLINE void split_row(int m, const sc_wino_shape *s, pad_span span, int64_t half,
-                             const float *restrict in, float *restrict ph, int64_t pst)
-{
-    for (int64_t u = 0; u < span.lo; u++)
-        for (int p = 0; p < m; p++)
-            ph[p * pst + u] = padded(s, in, m * u + p);
-    const float *from = in + m * span.lo - s->pw;
-#pragma omp simd
-    for (int64_t u = 0; u < span.hi - span.lo; u++)
-        for (int p = 0; p < m; p++)
-            ph[p * pst + span.lo + u] = from[m * u + p];
-    for (int64_t u = span.hi; u < half; u++)
-        for (int p = 0; p < m; p++)
-            ph[p * pst + u] = padded(s, in, m * u + p);
-}
-
-/* Padded column p of output row `out` += g (nothing in the padding). */
-ALWAYS_INLINE void add_padded(const sc_wino_shape *s, float *out, int64_t p, float g)
-{
-    if (p >= s->pw && p < s->pw + s->w)
-        out[p - s->pw] += g;
-}
-
-/* out [W] += the padded row held as phases ph (the adjoint of split_row). */
-ALWAYS_INLINE void merge_row(int m, const sc_wino_shape *s, pad_span span, int64_t half,
-                             const float *restrict ph, int64_t pst, float *restrict out)
-{
-    for (int64_t u = 0; u < span.lo; u++)
-        for (int p = 0; p < m; p++)
-            add_padded(s, out, m * u + p, ph[p * pst + u]);
-    float *to = out + m * span.lo - s->pw;
-#pragma omp simd
-    for (int64_t u = 0; u < span.hi - span.lo; u++)
-        for (int p = 0; p < m; p++)
-            to[m * u + p] += ph[p * pst + span.lo + u];
-    for (int64_t u = span.hi; u < half; u++)
-        for (int p = 0; p < m; p++)
-            add_padded(s, out, m * u + p, ph[p * pst + u]);
-}
-
-/* Input rows [iy0, iy0 + rows) of plane [H, W], padded, as phases. */
-ALWAYS_INLINE void split_rows(int m, const wino *w, const float *plane, int64_t iy0,
-                              int64_t rows, float *ph)
+/* The input rows and columns under a segment's tiles, padding included,
+ * and its output tiles' rows and columns (beyond OH x OW where the last
+ * tiles stick out). */
+static cl_window input_window(const wino *w, segment g)
 {
     const sc_wino_shape *s = &w->s;
-    pad_span span = pad_span_of(m, s, w->half);
-    for (int64_t i = 0; i < rows; i++, ph += w->ld) {
-        int64_t iy = iy0 + i;
-        if (iy >= 0 && iy < s->h)
-            split_row(m, s, span, w->half, plane + iy * s->w, ph, w->pst);
-        else
-            for (int p = 0; p < m; p++)
-                memset(ph + p * w->pst, 0, (size_t)w->half * sizeof *ph);
+    return (cl_window){.c = s->c, .h = s->h, .w = s->w, .y0 = s->m * g.ty0 - s->ph,
+                       .x0 = -s->pw, .rows = s->m * (g.ty1 - g.ty0) + 2,
+                       .cols = s->m * w->tw + 2, .shift = s->m == 4 ? 2 : 1};
+}
+
+static cl_window output_window(const wino *w, segment g)
+{
+    const sc_wino_shape *s = &w->s;
+    return (cl_window){.c = s->k, .h = s->oh, .w = s->ow, .y0 = s->m * g.ty0,
+                       .rows = s->m * (g.ty1 - g.ty0), .cols = s->m * w->tw,
+                       .shift = s->m == 4 ? 2 : 1};
+}
+
+static int64_t window_floats(const cl_window *g) { return g->rows * cl_row_floats(g); }
+
+/* The largest input or output window of a chunk, in floats, and its
+ * points inside the planes. */
+static int64_t max_window_floats(const wino *w)
+{
+    segment whole = {0, 0, w->rows, 0};
+    cl_window in = input_window(w, whole), out = output_window(w, whole);
+    return max64(window_floats(&in), window_floats(&out));
+}
+
+static int64_t max_window_points(const wino *w)
+{
+    const sc_wino_shape *s = &w->s;
+    return max64((s->m * w->rows + 2) * s->w, s->m * w->rows * s->ow);
+}
+
+/* A slot's buf: a window, then the offsets of its points (point_offsets). */
+static int64_t buf_floats(const wino *w) { return max_window_floats(w) + max_window_points(w); }
+
+static int32_t *buf_points(const wino *w, float *buf)
+{
+    return (int32_t *)(buf + max_window_floats(w));
+}
+
+/* op on every tile of segment g: its window win [rows, m, HALF, ch] and
+ * its transformed tiles in tiles [XI, T, ch]. A row's tiles lie a point
+ * apart in the window and among the tiles, so one loop walks all their
+ * channels. Neighbouring patches share two columns, which PATCH_GRAD
+ * adds to from iterations ch apart: safelen keeps those in order (ch is
+ * 8 or more, conv.c). */
+ALWAYS_INLINE void segment_tiles(int m, tile_op op, const wino *w, segment g,
+                                 const cl_window *win, float *buf, float *tiles, int64_t t)
+{
+    int64_t ch = win->c, rs = cl_row_floats(win), ps = cl_phase_floats(win), xs = t * ch;
+    for (int64_t ty = 0; ty < g.ty1 - g.ty0; ty++) {
+        float *at = buf + m * ty * rs, *tile = tiles + (g.first + ty * w->tw) * ch;
+#pragma omp simd safelen(8)
+        for (int64_t k = 0; k < w->tw * ch; k++)
+            tile_apply(m, op, at + k, rs, ps, ch, tile + k, xs);
     }
 }
 
-/* gx rows [iy0, iy0 + rows) of plane [H, W] += the padded rows held as
- * phases (the adjoint of split_rows). */
-ALWAYS_INLINE void merge_rows(int m, const wino *w, float *plane, int64_t iy0, int64_t rows,
-                              const float *ph)
+/* The image's gx planes += a segment's window of input gradients.
+ * With a fresh gx, an image's first window writes its rows instead and
+ * zeroes the rows below, for the later windows to add to. */
+static void add_input_grad(const wino *w, segment g, const cl_window *win, float *buf,
+                           float *planes)
 {
-    const sc_wino_shape *s = &w->s;
-    pad_span span = pad_span_of(m, s, w->half);
-    for (int64_t i = 0; i < rows; i++, ph += w->ld) {
-        int64_t iy = iy0 + i;
-        if (iy >= 0 && iy < s->h)
-            merge_row(m, s, span, w->half, ph, w->pst, plane + iy * s->w);
-    }
+    bool first = w->gx_fresh && g.ty0 == 0;
+    from_channels_last(win, buf, NULL, !first, planes, buf_points(w, buf));
+    int64_t below = max64(cl_run_of(win).iy1, 0);
+    for (int64_t c = 0; first && below < win->h && c < win->c; c++)
+        memset(planes + (c * win->h + below) * win->w, 0,
+               (size_t)((win->h - below) * win->w) * sizeof *planes);
 }
 
-/* Asks for rows [y0, y0 + rows) of plane [h, width] to be brought into
- * cache (the file's head says why). */
-ALWAYS_INLINE void prefetch_rows(const float *plane, int64_t h, int64_t width, int64_t y0,
-                                 int64_t rows)
+/* op on every tile of the chunk, between its windows and tiles [XI, T,
+ * channel]:
+ *   INPUT:        v = B^T d B, d the patches of x;
+ *   PATCH_GRAD:   gx += B dv B^T;
+ *   OUTPUT:       y = A^T m A (+ bias), cut to OH x OW;
+ *   OUTPUT_GRAD:  dm = A gy A^T (gy zero beyond OH x OW). */
+ALWAYS_INLINE void chunk_tiles_of(int m, tile_op op, const wino *w, int64_t r0, int64_t nr,
+                                  float *tiles, float *buf)
 {
-    int64_t from = max64(y0, 0) * width, to = min64(y0 + rows, h) * width;
-    for (int64_t i = from; i < to; i += 64 / sizeof(float))
-        __builtin_prefetch(plane + i);
-}
-
-/* Zeroes rows [0, rows) of the phases at ph. */
-ALWAYS_INLINE void zero_phases(int m, const wino *w, float *ph, int64_t rows)
-{
-    if (m == 2)
-        for (int p = 0; p < m; p++)
-            memset(ph + p * w->pst, 0, (size_t)(rows * w->half) * sizeof *ph);
-    else
-        memset(ph, 0, (size_t)(rows * w->ld) * sizeof *ph);
-}
-
-/* The input rows under a segment: the first, and how many. */
-ALWAYS_INLINE int64_t segment_iy0(int m, const wino *w, segment g)
-{
-    return m * g.ty0 - w->s.ph;
-}
-
-ALWAYS_INLINE int64_t segment_in_rows(int m, segment g) { return m * (g.ty1 - g.ty0) + 2; }
-
-/* v [XI, C, T] = B^T d B for every patch d of the chunk. */
-ALWAYS_INLINE void input_tiles_of(int m, const wino *w, int64_t r0, int64_t nr, float *v,
-                                  float *ph)
-{
-    const sc_wino_shape *s = &w->s;
-    int64_t t = nr * w->tw;
-    float *col = ph + phase_floats(w);
+    bool by_input = op == INPUT || op == PATCH_GRAD;
     for (int64_t r = r0; r < r0 + nr;) {
         segment g = next_segment(w, r0, nr, r);
-        int64_t iy0 = segment_iy0(m, w, g), rows = segment_in_rows(m, g);
-        for (int64_t c = 0; c < s->c; c++) {
-            const float *plane = w->x + (g.n * s->c + c) * s->h * s->w;
-            if (c + 1 < s->c)
-                prefetch_rows(plane + s->h * s->w, s->h, s->w, iy0, rows);
-            split_rows(m, w, plane, iy0, rows, ph);
-            for (int64_t ty = g.ty0; ty < g.ty1; ty++)
-                input_row(m, ph + m * (ty - g.ty0) * w->ld, w->pst, w->ld, w->tw, col,
-                          v + c * t + g.first + (ty - g.ty0) * w->tw, s->c * t);
-        }
+        cl_window win = by_input ? input_window(w, g) : output_window(w, g);
+        int64_t image = g.n * win.c * win.h * win.w;
+        if (op == INPUT)
+            to_channels_last(&win, w->x + image, buf, buf_points(w, buf));
+        else if (op == OUTPUT_GRAD)
+            to_channels_last(&win, w->gy + image, buf, buf_points(w, buf));
+        else if (op == PATCH_GRAD)
+            memset(buf, 0, (size_t)window_floats(&win) * sizeof *buf);
+        segment_tiles(m, op, w, g, &win, buf, tiles, nr * w->tw);
+        if (op == OUTPUT)
+            from_channels_last(&win, buf, w->bias, false, w->y + image, buf_points(w, buf));
+        else if (op == PATCH_GRAD)
+            add_input_grad(w, g, &win, buf, w->gx + image);
         r += g.ty1 - g.ty0;
     }
 }
 
+/* chunk_tiles_of with m and op constants. */
 SC_CPU_CLONES
-static void input_tiles(const wino *w, int64_t r0, int64_t nr, float *v, float *buf)
+static void chunk_tiles(tile_op op, const wino *w, int64_t r0, int64_t nr, float *tiles,
+                        float *buf)
 {
-    if (w->s.m == 4)
-        input_tiles_of(4, w, r0, nr, v, buf);
-    else
-        input_tiles_of(2, w, r0, nr, v, buf);
-}
-
-/* gx += B dv B^T for every patch of the chunk. */
-ALWAYS_INLINE void input_grad_tiles_of(int m, const wino *w, int64_t r0, int64_t nr,
-                                       const float *dv, float *ph)
-{
-    const sc_wino_shape *s = &w->s;
-    int64_t t = nr * w->tw;
-    float *tmp = ph + phase_floats(w);
-    for (int64_t r = r0; r < r0 + nr;) {
-        segment g = next_segment(w, r0, nr, r);
-        int64_t iy0 = segment_iy0(m, w, g), rows = segment_in_rows(m, g);
-        int64_t nt = (g.ty1 - g.ty0) * w->tw;
-        for (int64_t c = 0; c < s->c; c++) {
-            float *plane = w->gx + (g.n * s->c + c) * s->h * s->w;
-            if (c + 1 < s->c)
-                prefetch_rows(plane + s->h * s->w, s->h, s->w, iy0, rows);
-            zero_phases(m, w, ph, rows);
-            patch_grads(m, dv + c * t + g.first, s->c * t, nt, tmp);
-            for (int64_t ty = 0; ty < g.ty1 - g.ty0; ty++)
-                add_patch_row(m, tmp + ty * w->tw, nt, w->tw, ph + m * ty * w->ld, w->pst,
-                              w->ld);
-            /* An image's plane is zeroed as its first tile row comes, while
-             * it is in cache, not all of a slot's images up front. */
-            if (w->gx_fresh && g.ty0 == 0)
-                memset(plane, 0, (size_t)(s->h * s->w) * sizeof *plane);
-            merge_rows(m, w, plane, iy0, rows, ph);
-        }
-        r += g.ty1 - g.ty0;
+    bool f4x4 = w->s.m == 4;
+    switch (op) {
+    case INPUT:
+        f4x4 ? chunk_tiles_of(4, INPUT, w, r0, nr, tiles, buf)
+             : chunk_tiles_of(2, INPUT, w, r0, nr, tiles, buf);
+        break;
+    case PATCH_GRAD:
+        f4x4 ? chunk_tiles_of(4, PATCH_GRAD, w, r0, nr, tiles, buf)
+             : chunk_tiles_of(2, PATCH_GRAD, w, r0, nr, tiles, buf);
+        break;
+    case OUTPUT:
+        f4x4 ? chunk_tiles_of(4, OUTPUT, w, r0, nr, tiles, buf)
+             : chunk_tiles_of(2, OUTPUT, w, r0, nr, tiles, buf);
+        break;
+    case OUTPUT_GRAD:
+        f4x4 ? chunk_tiles_of(4, OUTPUT_GRAD, w, r0, nr, tiles, buf)
+             : chunk_tiles_of(2, OUTPUT_GRAD, w, r0, nr, tiles, buf);
+        break;
     }
 }
 
-SC_CPU_CLONES
-static void input_grad_tiles(const wino *w, int64_t r0, int64_t nr, const float *dv, float *buf)
-{
-    if (w->s.m == 4)
-        input_grad_tiles_of(4, w, r0, nr, dv, buf);
-    else
-        input_grad_tiles_of(2, w, r0, nr, dv, buf);
-}
-
-/* Output rows m ty + i, i < m, of a segment's tile rows as m phases
- * y [m, m, NT], NT the segment's tiles: phase p of tile j of the segment
- * (row j / TW) at [p, i, j]. So the transforms walk all of a segment's
- * tiles in one loop, which vectorises even when a row has fewer tiles
- * than a vector has lanes (14x14 outputs in 2x2 tiles: 7). */
-
-/* plane [OH, OW] rows from y (+ bias), cut to OH x OW. */
-ALWAYS_INLINE void merge_out_rows(int m, const wino *w, segment g, int64_t nt, const float *y,
-                                  float bias, float *plane)
-{
-    const sc_wino_shape *s = &w->s;
-    int64_t full = s->ow / m; /* tiles whose columns all lie in the row */
-    for (int64_t ty = g.ty0; ty < g.ty1; ty++)
-        for (int64_t i = 0; i < m && m * ty + i < s->oh; i++) {
-            float *out = plane + (m * ty + i) * s->ow;
-            const float *yi = y + i * nt + (ty - g.ty0) * w->tw; /* phase p at + m p nt */
-#pragma omp simd
-            for (int64_t tx = 0; tx < full; tx++)
-                for (int p = 0; p < m; p++)
-                    out[m * tx + p] = yi[m * p * nt + tx] + bias;
-            for (int p = 0; p < s->ow % m; p++)
-                out[m * full + p] = yi[m * p * nt + full] + bias;
-        }
-}
-
-/* y from plane [OH, OW] rows, zero beyond OH x OW (the adjoint of
- * merge_out_rows, bias aside). */
-ALWAYS_INLINE void split_out_rows(int m, const wino *w, segment g, int64_t nt,
-                                  const float *plane, float *y)
-{
-    const sc_wino_shape *s = &w->s;
-    int64_t full = s->ow / m;
-    for (int64_t ty = g.ty0; ty < g.ty1; ty++)
-        for (int64_t i = 0; i < m; i++) {
-            float *yi = y + i * nt + (ty - g.ty0) * w->tw;
-            if (m * ty + i >= s->oh) {
-                for (int p = 0; p < m; p++)
-                    memset(yi + m * p * nt, 0, (size_t)w->tw * sizeof *yi);
-                continue;
-            }
-            const float *in = plane + (m * ty + i) * s->ow;
-#pragma omp simd
-            for (int64_t tx = 0; tx < full; tx++)
-                for (int p = 0; p < m; p++)
-                    yi[m * p * nt + tx] = in[m * tx + p];
-            if (full < w->tw)
-                for (int p = 0; p < m; p++)
-                    yi[m * p * nt + full] = p < s->ow % m ? in[m * full + p] : 0.0f;
-        }
-}
-
-/* y = A^T m A (+ bias) for every tile of the chunk, cut to OH x OW. */
-ALWAYS_INLINE void output_tiles_of(int m, const wino *w, int64_t r0, int64_t nr,
-                                   const float *mx, float *buf)
-{
-    const sc_wino_shape *s = &w->s;
-    int64_t t = nr * w->tw;
-    for (int64_t r = r0; r < r0 + nr;) {
-        segment g = next_segment(w, r0, nr, r);
-        int64_t nt = (g.ty1 - g.ty0) * w->tw;
-        for (int64_t k = 0; k < s->k; k++) {
-            float *plane = w->y + (g.n * s->k + k) * s->oh * s->ow;
-            if (k + 1 < s->k) /* a line is read in before it is written anyway */
-                prefetch_rows(plane + s->oh * s->ow, s->oh, s->ow, m * g.ty0,
-                              m * (g.ty1 - g.ty0));
-            if (m == 2)
-                output_row2(mx + k * t + g.first, s->k * t, nt, buf);
-            else
-                output_row4(mx + k * t + g.first, s->k * t, nt, buf);
-            merge_out_rows(m, w, g, nt, buf, w->bias ? w->bias[k] : 0.0f, plane);
-        }
-        r += g.ty1 - g.ty0;
-    }
-}
-
-SC_CPU_CLONES
-static void output_tiles(const wino *w, int64_t r0, int64_t nr, const float *m, float *buf)
-{
-    if (w->s.m == 4)
-        output_tiles_of(4, w, r0, nr, m, buf);
-    else
-        output_tiles_of(2, w, r0, nr, m, buf);
-}
-
-/* dm [XI, K, T] = A gy A^T for every tile of the chunk (gy zero beyond
- * OH x OW). */
-ALWAYS_INLINE void output_grad_tiles_of(int m, const wino *w, int64_t r0, int64_t nr, float *dm,
-                                        float *buf)
-{
-    const sc_wino_shape *s = &w->s;
-    int64_t t = nr * w->tw;
-    for (int64_t r = r0; r < r0 + nr;) {
-        segment g = next_segment(w, r0, nr, r);
-        int64_t nt = (g.ty1 - g.ty0) * w->tw;
-        for (int64_t k = 0; k < s->k; k++) {
-            const float *plane = w->gy + (g.n * s->k + k) * s->oh * s->ow;
-            if (k + 1 < s->k)
-                prefetch_rows(plane + s->oh * s->ow, s->oh, s->ow, m * g.ty0,
-                              m * (g.ty1 - g.ty0));
-            split_out_rows(m, w, g, nt, plane, buf);
-            if (m == 2)
-                output_grad_row2(buf, nt, dm + k * t + g.first, s->k * t);
-            else
-                output_grad_row4(buf, nt, dm + k * t + g.first, s->k * t);
-        }
-        r += g.ty1 - g.ty0;
-    }
-}
-
-SC_CPU_CLONES
-static void output_grad_tiles(const wino *w, int64_t r0, int64_t nr, float *dm, float *buf)
-{
-    if (w->s.m == 4)
-        output_grad_tiles_of(4, w, r0, nr, dm, buf);
-    else
-        output_grad_tiles_of(2, w, r0, nr, dm, buf);
-}
 /* ---------------------------------------------------------------------
  * Chunks. */
 
@@ -840,8 +802,8 @@ static float *slot_scratch(const wino *w, int slot, float **v, float **m)
 {
     int64_t t = w->rows * w->tw;
     *v = w->scratch + slot * w->scratch_floats;
-    *m = *v + w->xi * w->s.c * t;
-    return *m + w->xi * w->s.k * t;
+    *m = *v + w->xi * t * w->s.c;
+    return *m + w->xi * t * w->s.k;
 }
 
 /* A slot's dv, after its buf (backward with an input gradient only). */
@@ -851,7 +813,7 @@ static float *slot_dv(const wino *w, int slot)
     return slot_scratch(w, slot, &v, &m) + buf_floats(w);
 }
 
-/* m[xi] [K, T] = u[xi] [K, C] v[xi] [C, T] */
+/* m[xi] [T, K] = v[xi] [T, C] u[xi] [C, K] */
 static void forward_range(const void *arg, int slot, int64_t n0, int64_t n1)
 {
     const wino *w = arg;
@@ -859,16 +821,17 @@ static void forward_range(const void *arg, int slot, int64_t n0, int64_t n1)
     float *v, *m, *buf = slot_scratch(w, slot, &v, &m);
     for (int64_t r0 = n0 * w->th; r0 < n1 * w->th; r0 += w->rows) {
         int64_t nr = min64(w->rows, n1 * w->th - r0), t = nr * w->tw;
-        input_tiles(w, r0, nr, v, buf);
+        chunk_tiles(INPUT, w, r0, nr, v, buf);
         for (int xi = 0; xi < w->xi; xi++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->k, (int)t, (int)s->c,
-                        1.0f, w->u + xi * s->k * s->c, (int)s->c, v + xi * s->c * t, (int)t,
-                        0.0f, m + xi * s->k * t, (int)t);
-        output_tiles(w, r0, nr, m, buf);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)t, (int)s->k, (int)s->c,
+                        1.0f, v + xi * t * s->c, (int)s->c, w->u + xi * s->c * s->k, (int)s->k,
+                        0.0f, m + xi * t * s->k, (int)s->k);
+        chunk_tiles(OUTPUT, w, r0, nr, m, buf);
     }
 }
 
-/* du[xi] [K, C] += dm[xi] [K, T] v[xi]^T;  dv[xi] [C, T] = u[xi]^T dm[xi] */
+/* du[xi] [K, C] += dm[xi]^T v[xi] ([T, K] and [T, C]);
+ * dv[xi] [T, C] = dm[xi] u[xi] ([K, C]) */
 static void backward_range(const void *arg, int slot, int64_t n0, int64_t n1)
 {
     const wino *w = arg;
@@ -877,39 +840,35 @@ static void backward_range(const void *arg, int slot, int64_t n0, int64_t n1)
     float *du = w->du ? w->du + slot * w->xi * s->k * s->c : NULL, *dv = slot_dv(w, slot);
     for (int64_t r0 = n0 * w->th; r0 < n1 * w->th; r0 += w->rows) {
         int64_t nr = min64(w->rows, n1 * w->th - r0), t = nr * w->tw;
-        output_grad_tiles(w, r0, nr, dm, buf);
+        chunk_tiles(OUTPUT_GRAD, w, r0, nr, dm, buf);
         if (du) {
-            input_tiles(w, r0, nr, v, buf);
+            chunk_tiles(INPUT, w, r0, nr, v, buf);
             for (int xi = 0; xi < w->xi; xi++)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s->k, (int)s->c,
-                            (int)t, 1.0f, dm + xi * s->k * t, (int)t, v + xi * s->c * t, (int)t,
-                            1.0f, du + xi * s->k * s->c, (int)s->c);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)s->k, (int)s->c,
+                            (int)t, 1.0f, dm + xi * t * s->k, (int)s->k, v + xi * t * s->c,
+                            (int)s->c, 1.0f, du + xi * s->k * s->c, (int)s->c);
         }
         if (!w->gx)
             continue;
         for (int xi = 0; xi < w->xi; xi++)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)s->c, (int)t, (int)s->k,
-                        1.0f, w->u + xi * s->k * s->c, (int)s->c, dm + xi * s->k * t, (int)t,
-                        0.0f, dv + xi * s->c * t, (int)t);
-        input_grad_tiles(w, r0, nr, dv, buf);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)t, (int)s->c, (int)s->k,
+                        1.0f, dm + xi * t * s->k, (int)s->k, w->u + xi * s->k * s->c, (int)s->c,
+                        0.0f, dv + xi * t * s->c, (int)s->c);
+        chunk_tiles(PATCH_GRAD, w, r0, nr, dv, buf);
     }
 }
 
-/* The geometry, per-slot scratch (with dv for an input gradient) and
- * (when u is wanted) the transformed weights. */
+/* The geometry, per-slot scratch and the transformed weights when
+ * weight is given: forward's u [XI, C, K], or backward's [XI, K, C],
+ * which only an input gradient needs (with dv in the scratch). */
 static sc_status wino_init(wino *w, sc_ctx *ctx, const sc_wino_shape *s, const float *weight,
-                           bool dv)
+                           bool backward)
 {
+    bool dv = backward && weight;
     int m = s->m;
     *w = (wino){.s = *s, .xi = (m + 2) * (m + 2), .th = (s->oh + m - 1) / m,
                 .tw = (s->ow + m - 1) / m};
     w->rows = max64(TILES / w->tw, 1);
-    w->half = w->tw + 1;
-    /* F(2x2): phase by phase, [m, rows, half]; F(4x4): row by row,
-     * [rows, m, half], so that input_row4's first pass walks a row's
-     * phases in one loop. */
-    w->ld = m == 2 ? w->half : m * w->half;
-    w->pst = m == 2 ? (m * w->rows + 2) * w->half : w->half;
     w->slots = sc_conv_slots(s->n);
     w->scratch_floats = w->xi * (s->c + s->k + (dv ? s->c : 0)) * w->rows * w->tw + buf_floats(w);
     w->scratch = sc_ctx_alloc(ctx, (size_t)(w->slots * w->scratch_floats) * sizeof(float));
@@ -917,7 +876,7 @@ static sc_status wino_init(wino *w, sc_ctx *ctx, const sc_wino_shape *s, const f
     if (!w->scratch || (weight && !u))
         return SC_ERR_NOMEM;
     if (u)
-        weight_transform(s, weight, u);
+        weight_transform(s, weight, !backward, u);
     w->u = u;
     return SC_OK;
 }
@@ -939,7 +898,7 @@ sc_status sc_wino_backward(sc_ctx *ctx, const sc_wino_shape *s, const float *x,
                            float *gw)
 {
     wino w;
-    SC_TRY(wino_init(&w, ctx, s, gx ? weight : NULL, gx != NULL));
+    SC_TRY(wino_init(&w, ctx, s, gx ? weight : NULL, true));
     w.x = x;
     w.gy = gy;
     w.gx = gx;

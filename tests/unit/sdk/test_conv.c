@@ -227,10 +227,12 @@ static void direct_conv(const conv_dims *d, const float *x, const float *w, cons
             }
 }
 
-static void expect_close(const char *what, const float *got, const double *want, int64_t n)
+/* got within tol (1 + |want|) of want, elementwise. */
+static void expect_close(const char *what, const float *got, const double *want, int64_t n,
+                         double tol)
 {
     for (int64_t i = 0; i < n; i++)
-        cr_assert(fabs(got[i] - want[i]) <= 1e-4 * (1.0 + fabs(want[i])),
+        cr_assert(fabs(got[i] - want[i]) <= tol * (1.0 + fabs(want[i])),
                   "%s[%lld]: %.7g, want %.7g", what, (long long)i, (double)got[i], want[i]);
 }
 
@@ -271,10 +273,13 @@ static void expect_big_conv_of(const conv_dims *d, bool fresh)
     cr_assert(ry && rgx && rgw && rgb);
     direct_conv(d, sc_tensor_f32(x), sc_tensor_f32(w), sc_tensor_f32(b), sc_tensor_f32(gy), ry,
                 rgx, rgw, rgb);
-    expect_close("y", sc_tensor_f32(y), ry, y->numel);
-    expect_close("gx", sc_tensor_f32(x->grad), rgx, x->numel);
-    expect_close("gw", sc_tensor_f32(w->grad), rgw, w->numel);
-    expect_close("gb", sc_tensor_f32(b->grad), rgb, d->oc);
+    expect_close("y", sc_tensor_f32(y), ry, y->numel, 1e-4);
+    expect_close("gx", sc_tensor_f32(x->grad), rgx, x->numel, 1e-4);
+    /* A weight's gradient sums N OH OW products (7,680 in the first big
+     * case); there F(4x4) erred by up to 1.2e-4, OpenBLAS's kernel for
+     * the few channels summing less exactly than for 32 or more. */
+    expect_close("gw", sc_tensor_f32(w->grad), rgw, w->numel, 2e-4);
+    expect_close("gb", sc_tensor_f32(b->grad), rgb, d->oc, 1e-4);
     free(ry);
     free(rgx);
     free(rgw);
@@ -303,11 +308,11 @@ Test(conv, big_conv2d_against_direct)
 }
 
 /* 3x3 at stride 1 with 8 channels or more goes through Winograd: under
- * auto, F(4x4, 3x3) for the first four here (whole or nearly whole 4x4
- * tiles, 3 or more a row) and F(2x2, 3x3) for the others; F(2x2) for
- * all under winograd2; im2col under gemm. Part tiles in rows and in
- * columns, odd channels, padding 0 to 2, chunks of tiles spanning
- * images, and a single image. */
+ * auto, F(4x4, 3x3) for the first eight here (at most 3/4 of F(2x2)'s
+ * products; the fifth has two tiles a row) and F(2x2, 3x3) for the
+ * others; F(2x2) for all under winograd2; im2col under gemm. Part tiles
+ * in rows and in columns, channels that are no multiple of 8, padding 0
+ * to 2, chunks of tiles spanning images, and a single image. */
 static const sc_cpu_conv conv_settings[] = {SC_CPU_CONV_AUTO, SC_CPU_CONV_WINOGRAD2,
                                             SC_CPU_CONV_GEMM};
 
@@ -316,9 +321,13 @@ static const conv_dims winograd_cases[] = {
     {3, 17, 16, 15, 16, 16, 15, 3, 3, 17, 16, {{1, 1}, {1, 1}, {1, 1}, 1}},
     {2, 16, 10, 10, 20, 12, 12, 3, 3, 16, 20, {{1, 1}, {2, 2}, {1, 1}, 1}},
     {1, 32, 32, 42, 16, 30, 40, 3, 3, 32, 16, {{1, 1}, {0, 0}, {1, 1}, 1}},
+    {4, 12, 8, 8, 20, 8, 8, 3, 3, 12, 20, {{1, 1}, {1, 1}, {1, 1}, 1}},
     {5, 16, 13, 11, 24, 13, 11, 3, 3, 16, 24, {{1, 1}, {1, 1}, {1, 1}, 1}},
     {3, 17, 9, 8, 16, 7, 6, 3, 3, 17, 16, {{1, 1}, {0, 0}, {1, 1}, 1}},
     {2, 16, 6, 7, 20, 8, 9, 3, 3, 16, 20, {{1, 1}, {2, 2}, {1, 1}, 1}},
+    {5, 16, 9, 10, 24, 9, 10, 3, 3, 16, 24, {{1, 1}, {1, 1}, {1, 1}, 1}},
+    {3, 17, 7, 8, 16, 5, 6, 3, 3, 17, 16, {{1, 1}, {0, 0}, {1, 1}, 1}},
+    {2, 16, 4, 3, 20, 6, 5, 3, 3, 16, 20, {{1, 1}, {2, 2}, {1, 1}, 1}},
 };
 
 Test(conv, winograd_against_direct)
@@ -357,8 +366,8 @@ Test(conv, auto_takes_f4x4_where_it_pays)
         const conv_dims *d = &winograd_cases[k];
         float *a = conv_output(d, SC_CPU_CONV_AUTO), *b = conv_output(d, SC_CPU_CONV_WINOGRAD2);
         size_t bytes = (size_t)(d->n * d->oc * d->oh * d->ow) * sizeof(float);
-        cr_assert_eq(memcmp(a, b, bytes) != 0, k < 4, "case %zu: F(4x4) expected %s", k,
-                     k < 4 ? "" : "not");
+        cr_assert_eq(memcmp(a, b, bytes) != 0, k < 8, "case %zu: F(4x4) expected %s", k,
+                     k < 8 ? "" : "not");
         free(a);
         free(b);
     }
