@@ -37,12 +37,12 @@ SC_API void sc_cpu_set_threads(int threads);
 
 /* How the CPU backend computes 3x3 convolutions at stride 1 with 8
  * channels or more in and out (docs/cli.md, --cpu-conv): by Winograd's
- * F(4x4, 3x3) where it is faster (outputs cut into whole or nearly whole
- * 4x4 tiles, 3 or more a row), else F(2x2, 3x3) (AUTO, the default); by
- * F(2x2, 3x3) only, whose rounding error is about a quarter of F(4x4)'s,
- * as small as im2col's (WINOGRAD2); or by im2col and a matrix product,
- * as every other convolution (GEMM). Call before training, not during a
- * step. */
+ * F(4x4, 3x3) where it multiplies at most 3/4 as much as F(2x2, 3x3)
+ * (outputs cut into whole or nearly whole 4x4 tiles), else F(2x2) (AUTO,
+ * the default); by F(2x2, 3x3) only, whose rounding error is about a
+ * quarter of F(4x4)'s, as small as im2col's (WINOGRAD2); or by im2col
+ * and a matrix product, as every other convolution (GEMM). Call before
+ * training, not during a step. */
 typedef enum sc_cpu_conv {
     SC_CPU_CONV_AUTO,
     SC_CPU_CONV_WINOGRAD2,
