@@ -221,15 +221,15 @@ ALWAYS_INLINE void transform_weight(int m, int64_t stride, const float *w, float
     }
 }
 
-/* g [3, 3] += G^T du G, du the [XI, K, C] at weight n of the K C. */
-ALWAYS_INLINE void add_weight_grad(int m, int64_t kc, const float *du, float *g)
+/* g [3, 3] += G^T du G, du's XI values stride floats apart. */
+ALWAYS_INLINE void add_weight_grad(int m, int64_t stride, const float *du, float *g)
 {
     int a = m + 2;
     f3 r[6]; /* G^T along each row of du */
     for (int i = 0; i < a; i++) {
         float row[6];
         for (int j = 0; j < a; j++)
-            row[j] = du[(a * i + j) * kc];
+            row[j] = du[(a * i + j) * stride];
         r[i] = gt_of(m, row);
     }
     for (int j = 0; j < 3; j++) { /* then down each column */
@@ -243,11 +243,12 @@ ALWAYS_INLINE void add_weight_grad(int m, int64_t kc, const float *du, float *g)
     }
 }
 
-/* Weights per block of weight_transform. Transformed one by one, each
- * weight's XI values go to XI rows of u K C floats apart (64 KB for 128
- * channels in and out), which share a set of L1 and evict each other;
- * a block is transformed into a small buffer, then copied out a row at a
- * time. The loops name m as a constant, so that the transforms unroll. */
+/* Weights per block of weight_transform and weight_grad. Transformed one
+ * by one, each weight's XI values go to (or come from) XI rows of u K C
+ * floats apart (64 KB for 128 channels in and out), which share a set
+ * of L1 and evict each other; a block goes through a small buffer,
+ * copied a row at a time. The loops name m as a constant, so that the
+ * transforms unroll. */
 enum { WEIGHT_BLOCK = 64 };
 
 /* u [XI, C, K] when by_input, else [XI, K, C]. */
@@ -276,13 +277,20 @@ static void weight_transform(const sc_wino_shape *s, const float *weight, bool b
 /* gw [K, C, 3, 3] += G^T du G */
 static void weight_grad(const sc_wino_shape *s, const float *du, float *gw)
 {
-    int64_t kc = s->k * s->c;
+    int64_t kc = s->k * s->c, blocks = (kc + WEIGHT_BLOCK - 1) / WEIGHT_BLOCK;
+    int xi = (s->m + 2) * (s->m + 2);
 #pragma omp parallel for schedule(static) if (kc > 1024)
-    for (int64_t n = 0; n < kc; n++) {
-        if (s->m == 4)
-            add_weight_grad(4, kc, du + n, gw + 9 * n);
-        else
-            add_weight_grad(2, kc, du + n, gw + 9 * n);
+    for (int64_t b = 0; b < blocks; b++) {
+        int64_t n0 = b * WEIGHT_BLOCK, len = min64(WEIGHT_BLOCK, kc - n0);
+        float t[36 * WEIGHT_BLOCK]; /* [XI, WEIGHT_BLOCK]: du [XI, n0 : n0 + len) */
+        for (int x = 0; x < xi; x++)
+            memcpy(t + x * WEIGHT_BLOCK, du + x * kc + n0, (size_t)len * sizeof(float));
+        for (int64_t i = 0; i < len; i++) {
+            if (s->m == 4)
+                add_weight_grad(4, WEIGHT_BLOCK, t + i, gw + 9 * (n0 + i));
+            else
+                add_weight_grad(2, WEIGHT_BLOCK, t + i, gw + 9 * (n0 + i));
+        }
     }
 }
 
