@@ -128,9 +128,12 @@ ALWAYS_INLINE void tap_row(float *restrict dst, float *restrict src, int64_t lo,
         lo = hi = ow;
     for (int64_t ox = 0; ox < lo; ox++)
         dst[ox] = 0.0f;
-    if (stride == 1) /* a separate loop, so that it vectorises */
+    if (stride == 1) /* separate loops for strides 1 and 2, so that they vectorise */
         for (int64_t ox = lo; ox < hi; ox++)
             dst[ox] = src[ox - lo];
+    else if (stride == 2)
+        for (int64_t ox = lo; ox < hi; ox++)
+            dst[ox] = src[(ox - lo) * 2];
     else
         for (int64_t ox = lo; ox < hi; ox++)
             dst[ox] = src[(ox - lo) * stride];
