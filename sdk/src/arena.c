@@ -31,7 +31,7 @@ static void free_chain(sc_device device, sc_arena_block *b)
 void sc_arena_release(sc_arena *arena)
 {
     uint64_t generation = arena->generation;
-    free_chain(arena->device, arena->head);
+    free_chain(arena->device, arena->first);
     sc_arena_init(arena, arena->device);
     arena->generation = generation + 1;
 }
@@ -52,22 +52,36 @@ static sc_arena_block *block_new(sc_device device, size_t size)
     return b;
 }
 
+/* The block from arena->head on that has room for bytes, or a new one
+ * chained last; NULL if out of memory. */
+static sc_arena_block *block_with_room(sc_arena *arena, size_t bytes)
+{
+    for (sc_arena_block *b = arena->head; b; b = b->next)
+        if (b->size - b->used >= bytes)
+            return b;
+    size_t size = bytes > MIN_BLOCK ? bytes : MIN_BLOCK;
+    if (size < arena->capacity)
+        size = arena->capacity; /* grow geometrically */
+    sc_arena_block *b = block_new(arena->device, align_up(size));
+    if (!b)
+        return NULL;
+    if (arena->last)
+        arena->last->next = b;
+    else
+        arena->first = b;
+    arena->last = b;
+    arena->capacity += b->size;
+    arena->generation++;
+    return b;
+}
+
 void *sc_arena_alloc(sc_arena *arena, size_t bytes)
 {
     bytes = align_up(bytes ? bytes : 1);
-    sc_arena_block *b = arena->head;
-    if (!b || b->size - b->used < bytes) {
-        size_t size = align_up(bytes > MIN_BLOCK ? bytes : MIN_BLOCK);
-        if (size < arena->capacity)
-            size = align_up(arena->capacity); /* grow geometrically */
-        sc_arena_block *nb = block_new(arena->device, size);
-        if (!nb)
-            return NULL;
-        nb->next = b;
-        arena->head = b = nb;
-        arena->capacity += size;
-        arena->generation++;
-    }
+    sc_arena_block *b = block_with_room(arena, bytes);
+    if (!b)
+        return NULL;
+    arena->head = b;
     void *p = b->base + b->used;
     b->used += bytes;
     arena->used += bytes;
@@ -78,16 +92,8 @@ void *sc_arena_alloc(sc_arena *arena, size_t bytes)
 
 void sc_arena_reset(sc_arena *arena)
 {
-    sc_arena_block *b = arena->head;
-    if (b && b->next) {
-        /* Coalesce the chain into one block so later steps are stable. */
-        size_t total = arena->capacity;
-        free_chain(arena->device, b);
-        arena->head = block_new(arena->device, total);
-        arena->capacity = arena->head ? total : 0;
-        arena->generation++;
-    } else if (b) {
+    for (sc_arena_block *b = arena->first; b; b = b->next)
         b->used = 0;
-    }
+    arena->head = arena->first;
     arena->used = 0;
 }

@@ -1,11 +1,13 @@
 /* arena.h — the step arena: a bump allocator reset after every step.
  *
- * It grows by chaining blocks; at reset, a chain of several blocks is
- * replaced by one block as large as the whole chain, so from the second
- * step on a repeated op sequence gets identical addresses (which is what a
- * captured CUDA graph needs). A context has one on the host for its
- * bookkeeping and, on a GPU, one there for tensor data. Private to
- * libscorch. */
+ * It grows by chaining blocks, each at least as large as all before it,
+ * and keeps them: a reset starts again at the oldest block. An allocation
+ * that does not fit the rest of its block goes on to the next block that
+ * has room, so a repeated op sequence gets identical addresses in every
+ * step (which is what a captured CUDA graph needs), and from the second
+ * step on it touches no new memory: on the host, no page faults. A context
+ * has one on the host for its bookkeeping and, on a GPU, one there for
+ * tensor data. Private to libscorch. */
 #ifndef SCORCH_ARENA_H
 #define SCORCH_ARENA_H
 
@@ -17,7 +19,9 @@ typedef struct sc_arena_block sc_arena_block;
 
 typedef struct sc_arena {
     sc_device device;     /* where the blocks live */
-    sc_arena_block *head; /* block being filled; older blocks chained behind */
+    sc_arena_block *first; /* the oldest block; the others chained behind */
+    sc_arena_block *last;  /* the newest */
+    sc_arena_block *head;  /* the block being filled */
     size_t used;          /* bytes handed out since reset, all blocks */
     size_t capacity;      /* bytes in all blocks */
     size_t peak;          /* largest `used` seen */

@@ -206,8 +206,10 @@ Test(autograd, same_addresses_after_reset)
     int k2 = step_addresses(p, target, second);
     int k3 = step_addresses(p, target, third);
     cr_assert(k1 == k2 && k2 == k3);
-    for (int i = 0; i < k2; i++)
+    for (int i = 0; i < k2; i++) {
+        cr_assert_eq(first[i], second[i], "address %d moved between steps 1 and 2", i);
         cr_assert_eq(second[i], third[i], "address %d moved between steps 2 and 3", i);
+    }
     cr_assert_eq(sc_ctx_arena_used(ctx), 0);
     sc_tensor_free(target);
 }
