@@ -2,6 +2,7 @@
  * activations and dropout. */
 #include <math.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "cpu.h"
 
@@ -194,7 +195,8 @@ static sc_status binary_forward(sc_node *node)
 }
 
 /* gx += g * k, summed over the dimensions x broadcasts along; k is the
- * other operand (mul) or a constant +-1 (add, sub). */
+ * other operand (mul) or a constant +-1 (add, sub). gx = g * k instead
+ * where x's gradient is fresh and x is not broadcast (write). */
 typedef struct binary_bwd {
     int x;
     const float *g;
@@ -202,6 +204,7 @@ typedef struct binary_bwd {
     const float *k;
     int k_operand; /* operand k is read from (offsets and stride), -1: constant */
     bool sx, sk;   /* innermost stride is 1 (else 0) */
+    bool write;
 } binary_bwd;
 
 static void binary_bwd_seg(const void *arg, int64_t o, const int64_t off[2], int64_t len)
@@ -211,12 +214,20 @@ static void binary_bwd_seg(const void *arg, int64_t o, const int64_t off[2], int
     const float *restrict k = b->k_operand < 0 ? b->k : b->k + off[b->k_operand];
     float *restrict gx = b->gx + off[b->x];
     if (b->sx && b->sk) {
-        for (int64_t i = 0; i < len; i++)
-            gx[i] += g[i] * k[i];
+        if (b->write)
+            for (int64_t i = 0; i < len; i++)
+                gx[i] = g[i] * k[i];
+        else
+            for (int64_t i = 0; i < len; i++)
+                gx[i] += g[i] * k[i];
     } else if (b->sx) {
         const float kv = *k;
-        for (int64_t i = 0; i < len; i++)
-            gx[i] += g[i] * kv;
+        if (b->write)
+            for (int64_t i = 0; i < len; i++)
+                gx[i] = g[i] * kv;
+        else
+            for (int64_t i = 0; i < len; i++)
+                gx[i] += g[i] * kv;
     } else if (b->sk) {
         float acc = 0.0f;
         for (int64_t i = 0; i < len; i++)
@@ -240,8 +251,13 @@ static sc_status binary_backward(sc_node *node, const sc_tensor *gout,
     for (int x = 0; x < 2; x++) {
         if (!gin[x])
             continue;
+        /* A fresh gradient is written where x is not broadcast; where it
+         * is, it sums several terms into each element, so it starts at 0. */
+        bool fresh = sc_node_grad_fresh(node, x), whole = gin[x]->numel == gout->numel;
+        if (fresh && !whole)
+            memset(gin[x]->data, 0, sc_tensor_nbytes(gin[x]));
         binary_bwd b = {x, sc_tensor_f32(gout), sc_tensor_f32(gin[x]), &plus_one, -1,
-                        bc.stride[x][last] != 0, false};
+                        bc.stride[x][last] != 0, false, fresh && whole};
         if (node->op == SC_OP_MUL) {
             b.k_operand = 1 - x;
             b.k = sc_tensor_f32(node->in[1 - x]);
@@ -444,9 +460,12 @@ static sc_status dropout_backward(sc_node *node, const sc_tensor *gy, sc_tensor 
     return SC_OK;
 }
 
-const sc_kernel sc_cpu_kernel_add = {.forward = binary_forward, .backward = binary_backward};
-const sc_kernel sc_cpu_kernel_sub = {.forward = binary_forward, .backward = binary_backward};
-const sc_kernel sc_cpu_kernel_mul = {.forward = binary_forward, .backward = binary_backward};
+const sc_kernel sc_cpu_kernel_add = {.forward = binary_forward, .backward = binary_backward,
+                                     .writes_grads = 3u};
+const sc_kernel sc_cpu_kernel_sub = {.forward = binary_forward, .backward = binary_backward,
+                                     .writes_grads = 3u};
+const sc_kernel sc_cpu_kernel_mul = {.forward = binary_forward, .backward = binary_backward,
+                                     .writes_grads = 3u};
 const sc_kernel sc_cpu_kernel_scale = {.forward = scale_forward, .backward = scale_backward};
 const sc_kernel sc_cpu_kernel_relu = {.forward = relu_forward, .backward = relu_backward,
                                       .writes_grads = 1u << 0};

@@ -263,6 +263,13 @@ static sc_tensor *apply_conv_im2col(sc_tensor *h)
                      &(sc_conv2d_opts){.stride = {2, 2}});
 }
 
+/* h + p and p - h, p [2, 3, 4] like h; h [4] * p, h broadcast. */
+static sc_tensor *apply_add(sc_tensor *h) { return sc_add(ctx, h, fresh_params[0]); }
+
+static sc_tensor *apply_sub(sc_tensor *h) { return sc_sub(ctx, fresh_params[0], h); }
+
+static sc_tensor *apply_mul_broadcast(sc_tensor *h) { return sc_mul(ctx, h, fresh_params[0]); }
+
 /* Parameter `k` of case i, named p<i>.<k>. */
 static sc_tensor *case_param(size_t i, int k, int ndim, const int64_t *shape)
 {
@@ -291,6 +298,9 @@ static void fresh_case_params(const fresh_case *c, size_t i)
         fresh_params[0] = case_param(i, 0, 4, (int64_t[]){oc, ch, 3, 3});
         fresh_params[1] = case_param(i, 1, 1, &oc);
         break;
+    case SC_OP_ADD:
+    case SC_OP_SUB:
+    case SC_OP_MUL: fresh_params[0] = case_param(i, 0, 3, (int64_t[]){2, 3, 4}); break;
     default: break;
     }
 }
@@ -336,10 +346,13 @@ Test(autograd, kernels_write_fresh_gradients_whole)
         {"reshape", SC_OP_RESHAPE, 3, {2, 3, 4}, apply_reshape},
         {"conv2d winograd", SC_OP_CONV2D, 4, {2, 8, 6, 6}, apply_conv_winograd},
         {"conv2d im2col", SC_OP_CONV2D, 4, {2, 3, 7, 7}, apply_conv_im2col},
+        {"add", SC_OP_ADD, 3, {2, 3, 4}, apply_add},
+        {"sub, h second", SC_OP_SUB, 3, {2, 3, 4}, apply_sub},
+        {"mul, h broadcast", SC_OP_MUL, 1, {4}, apply_mul_broadcast},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const fresh_case *c = &cases[i];
-        cr_assert(sc_backend_kernel(SC_DEVICE_CPU, c->op)->writes_grads & 1u,
+        cr_assert(sc_backend_kernel(SC_DEVICE_CPU, c->op)->writes_grads & 1u << (c->op == SC_OP_SUB),
                   "%s no longer writes its input's gradient", c->name);
         sc_tensor *w = case_param(i, -1, c->ndim, c->shape);
         fresh_case_params(c, i);
