@@ -37,9 +37,9 @@ of both (scorch's model summary, each twin's parameters and running
 statistics) are checked equal before anything is timed. PyTorch trains
 from the training set preloaded on the device, indexing a shuffled batch
 there, and is timed between torch.cuda.synchronize() calls after warm-up
-steps (TORCH_WARMUP_STEPS); on a GPU scorch's first epoch is a warm-up
-too (CUDA context, cuDNN plans, graph capture), so the steps are timed in
-the epochs after it. Precision: fp32 turns TF32 off in PyTorch, tf32
+steps (TORCH_WARMUP_STEPS); scorch's first epoch is a warm-up too (the
+step arena's first touch; on a GPU also the CUDA context, cuDNN plans,
+graph capture), so its steps are timed in the epochs after it. Precision: fp32 turns TF32 off in PyTorch, tf32
 turns it on for matrix products and cuDNN, bf16 runs forward and loss
 under torch.autocast(bfloat16) (scorch: --precision of the same name);
 cudnn.benchmark is on, and the header line names the GPU. The 1-minute
@@ -101,9 +101,11 @@ MEAN, STD = 0.2860, 0.3530  # the fashion_mnist plugin's normalisation
 TRAIN_SAMPLES = 50000  # the plugin's train split: its default valid_size=10000 takes the rest
 # PyTorch steps run before the timed ones: on a GPU also cuDNN's autotuning.
 TORCH_WARMUP_STEPS = {"cpu": 5, "cuda": 20}
-# scorch-train epochs run before the timed ones: none on the CPU, where the
-# first steps cost little more than the rest; one on a GPU.
-SCORCH_WARMUP_EPOCHS = {"cpu": 0, "cuda": 1}
+# scorch-train epochs run before the timed ones, as PyTorch's warm-up steps:
+# on the CPU the first step faults in the step arena's pages (the resnet's
+# 800 MB at batch 128 cost about two steps' time), on a GPU the CUDA
+# context, cuDNN plans and graph capture cost more.
+SCORCH_WARMUP_EPOCHS = {"cpu": 1, "cuda": 1}
 # the fashion_mnist plugin's dataset args that the PyTorch side can mirror
 AUGMENTATION_ARGS = {"crop_padding", "hflip"}
 # The references' interpreters: the current PyTorch from PyPI, which

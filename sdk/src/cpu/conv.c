@@ -156,6 +156,74 @@ ALWAYS_INLINE void tap_rows(const conv_geom *g, float *plane, float *dst, int64_
     }
 }
 
+/* Whether a row's three taps across land at input columns 2 ox - 1,
+ * 2 ox and 2 ox + 1 (a 3-wide kernel at stride 2, padding 1, no
+ * dilation: a ResNet's downsampling convolution), which tap_row3_s2
+ * walks in one pass. Then OW = (W - 1) / 2 + 1. */
+static bool three_taps_s2(const conv_geom *g)
+{
+    const sc_conv2d_params *p = &g->p;
+    return g->kw == 3 && p->stride[1] == 2 && p->padding[1] == 1 && p->dilation[1] == 1;
+}
+
+/* The three taps' rows d[kj] [ow] of one kernel row against the input
+ * row src [w] (NULL: in the padding). One pass whose main loops
+ * vectorise, where tap_row's three strided ones do not; col2im adds in
+ * tap_row's order (kj 0 before kj 2 at an odd column), so results are
+ * the same to the bit. */
+ALWAYS_INLINE void tap_row3_s2(float *restrict d0, float *restrict d1, float *restrict d2,
+                               float *restrict src, int64_t ow, int64_t w, bool gather)
+{
+    bool odd = w & 1; /* then the last output column's third tap is padding */
+    int64_t last = ow - 1;
+    if (!gather) {
+        for (int64_t m = 0; src && m < last; m++) {
+            src[2 * m] += d1[m];
+            src[2 * m + 1] = (src[2 * m + 1] + d0[m + 1]) + d2[m];
+        }
+        if (src) {
+            src[2 * last] += d1[last];
+            if (!odd)
+                src[2 * last + 1] += d2[last];
+        }
+        return;
+    }
+    if (!src) {
+        memset(d0, 0, (size_t)ow * sizeof *d0);
+        memset(d1, 0, (size_t)ow * sizeof *d1);
+        memset(d2, 0, (size_t)ow * sizeof *d2);
+        return;
+    }
+    d0[0] = 0.0f;
+    d1[0] = src[0];
+    d2[0] = w > 1 ? src[1] : 0.0f;
+    int64_t end = odd ? last : ow; /* columns [1, end) have all three taps inside */
+    for (int64_t ox = 1; ox < end; ox++) {
+        d0[ox] = src[2 * ox - 1];
+        d1[ox] = src[2 * ox];
+        d2[ox] = src[2 * ox + 1];
+    }
+    if (odd && last > 0) {
+        d0[last] = src[2 * last - 1];
+        d1[last] = src[2 * last];
+        d2[last] = 0.0f;
+    }
+}
+
+/* tap_rows of a kernel row's three taps (three_taps_s2), d0 their first
+ * row in col, the next two rows * OW floats on. */
+ALWAYS_INLINE void tap_rows3_s2(const conv_geom *g, float *plane, float *d0, int64_t oy0,
+                                int64_t rows, int64_t ki, bool gather)
+{
+    const sc_conv2d_params *p = &g->p;
+    int64_t tap = rows * g->ow;
+    for (int64_t r = 0; r < rows; r++, d0 += g->ow) {
+        int64_t iy = (oy0 + r) * p->stride[0] - p->padding[0] + ki * p->dilation[0];
+        float *src = iy >= 0 && iy < g->h ? plane + iy * g->w : NULL;
+        tap_row3_s2(d0, d0 + tap, d0 + 2 * tap, src, g->ow, g->w, gather);
+    }
+}
+
 /* Between an image img [C, H, W] and the col chunk col [C KH KW, rows OW]
  * of output rows [oy0, oy0 + rows): gather copies img into col (im2col),
  * scatter adds col back into img (col2im). */
@@ -163,14 +231,19 @@ ALWAYS_INLINE void col_walk(const conv_geom *g, float *img, int64_t oy0, int64_t
                             float *col, bool gather)
 {
     const sc_conv2d_params *p = &g->p;
+    bool s2 = three_taps_s2(g);
     for (int64_t c = 0; c < g->c; c++) {
         float *plane = img + c * g->h * g->w;
-        for (int64_t ki = 0; ki < g->kh; ki++)
-            for (int64_t kj = 0; kj < g->kw; kj++) {
-                float *dst = col + ((c * g->kh + ki) * g->kw + kj) * rows * g->ow;
-                tap_rows(g, plane, dst, oy0, rows, ki, kj * p->dilation[1] - p->padding[1],
-                         gather);
+        for (int64_t ki = 0; ki < g->kh; ki++) {
+            float *taps = col + (c * g->kh + ki) * g->kw * rows * g->ow;
+            if (s2) {
+                tap_rows3_s2(g, plane, taps, oy0, rows, ki, gather);
+                continue;
             }
+            for (int64_t kj = 0; kj < g->kw; kj++)
+                tap_rows(g, plane, taps + kj * rows * g->ow, oy0, rows, ki,
+                         kj * p->dilation[1] - p->padding[1], gather);
+        }
     }
 }
 

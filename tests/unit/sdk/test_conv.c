@@ -108,6 +108,12 @@ Test(conv, grad_conv2d_geometries)
     static const conv_case cases[] = {
         {"3x3 pad 1 bias", {2, 3, 5, 7}, {4, 3, 3, 3}, true, {{1, 1}, {1, 1}, {1, 1}, 1}},
         {"stride 2 pad 2", {2, 3, 5, 7}, {4, 3, 3, 3}, false, {{2, 2}, {2, 2}, {1, 1}, 1}},
+        /* stride 2 pad 1: a row's three taps in one pass (conv.c), at an odd
+         * width, an even one, and widths 2 and 1 */
+        {"stride 2 pad 1", {2, 3, 5, 7}, {4, 3, 3, 3}, true, {{2, 2}, {1, 1}, {1, 1}, 1}},
+        {"stride 2 pad 1 even", {2, 3, 6, 8}, {4, 3, 3, 3}, false, {{2, 2}, {1, 1}, {1, 1}, 1}},
+        {"stride 2 pad 1 width 2", {1, 2, 4, 2}, {3, 2, 3, 3}, false, {{2, 2}, {1, 1}, {1, 1}, 1}},
+        {"stride 2 pad 1 width 1", {1, 2, 3, 1}, {3, 2, 3, 3}, false, {{2, 2}, {1, 1}, {1, 1}, 1}},
         {"3x2 stride 2x1 pad 1x0", {2, 3, 5, 7}, {2, 3, 3, 2}, true, {{2, 1}, {1, 0}, {1, 1}, 1}},
         {"dilation 2 pad 1", {2, 2, 7, 6}, {3, 2, 3, 3}, true, {{1, 1}, {1, 1}, {2, 2}, 1}},
         {"dilation 2x1 stride 2", {1, 2, 7, 6}, {3, 2, 3, 2}, false, {{2, 2}, {2, 1}, {2, 1}, 1}},
@@ -302,6 +308,11 @@ Test(conv, big_conv2d_against_direct)
     /* groups 2, stride 2, padding 2, dilation 2: 2 chunks; one image */
     expect_big_conv(&(conv_dims){1, 8, 41, 130, 6, 21, 65, 3, 3, 4, 3,
                                  {{2, 2}, {2, 2}, {2, 2}, 2}});
+    /* stride 2 pad 1 (a ResNet's downsampling), even and odd widths */
+    expect_big_conv(&(conv_dims){3, 8, 28, 28, 16, 14, 14, 3, 3, 8, 16,
+                                 {{2, 2}, {1, 1}, {1, 1}, 1}});
+    expect_big_conv(&(conv_dims){2, 8, 29, 31, 6, 15, 16, 3, 3, 8, 6,
+                                 {{2, 2}, {1, 1}, {1, 1}, 1}});
     /* pointwise, no col */
     expect_big_conv(&(conv_dims){4, 16, 20, 30, 8, 20, 30, 1, 1, 16, 8,
                                  {{1, 1}, {0, 0}, {1, 1}, 1}});
