@@ -355,7 +355,7 @@ sc_tensor *sc_nn_residual_forward(sc_ctx *ctx, const sc_nn_residual *block, sc_t
         f = sc_nn_se_forward(ctx, &block->se, f);
     sc_tensor *s = block->has_shortcut ? sc_nn_conv_bn_forward(ctx, &block->shortcut, x)
                                        : x; /* [N, OUT, H', W'] */
-    sc_tensor *y = sc_relu(ctx, sc_add(ctx, f, s));
+    sc_tensor *y = sc_add_relu(ctx, f, s);
     leave_scope(ctx, pushed);
     return y;
 }

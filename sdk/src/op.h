@@ -98,6 +98,8 @@ typedef struct sc_layer_norm_params {
     bool has_weight, has_bias;
 } sc_layer_norm_params;
 typedef struct sc_concat_params { int axis; } sc_concat_params;
+/* relu: the output is relu(a + b) (sc_add_relu); add only. */
+typedef struct sc_binary_params { bool relu; } sc_binary_params;
 
 typedef union sc_op_params {
     sc_scale_params scale;
@@ -109,6 +111,7 @@ typedef union sc_op_params {
     sc_batch_norm_params batch_norm;
     sc_layer_norm_params layer_norm;
     sc_concat_params concat;
+    sc_binary_params binary;
 } sc_op_params;
 
 /* One op application: what forward computed and what backward needs. */
@@ -187,6 +190,12 @@ sc_tensor *sc_op_run(sc_ctx *ctx, sc_op_id op, int n_inputs,
 sc_tensor *sc_batch_norm_relu(sc_ctx *ctx, sc_tensor *x, sc_tensor *weight, sc_tensor *bias,
                               sc_tensor *running_mean, sc_tensor *running_var, float momentum,
                               float eps);
+
+/* relu(sc_add(a, b)) as one op, the sc_nn residual blocks' join: the
+ * values and gradients of the two ops, bit for bit, with two passes over
+ * memory fewer forward (no sum in between) and two fewer backward (no
+ * gradient of the sum in between). */
+sc_tensor *sc_add_relu(sc_ctx *ctx, sc_tensor *a, sc_tensor *b);
 
 /* max_pool2d(sc_batch_norm(...), pool), or of its relu when `relu`, as one
  * op, for conv-bn-relu-pool stages (sc_nn_conv_bn_max_pool_forward): the

@@ -144,29 +144,31 @@ typedef struct binary_fwd {
     const float *a, *b;
     float *y;
     bool sa, sb; /* innermost stride is 1 (else 0) */
+    bool relu;   /* y = relu(a + b) (sc_add_relu) */
 } binary_fwd;
 
-ALWAYS_INLINE float binop(sc_op_id op, float a, float b)
+ALWAYS_INLINE float binop(sc_op_id op, bool relu, float a, float b)
 {
-    return op == SC_OP_ADD ? a + b : op == SC_OP_SUB ? a - b : a * b;
+    float y = op == SC_OP_ADD ? a + b : op == SC_OP_SUB ? a - b : a * b;
+    return relu ? sc_cpu_relu(y) : y;
 }
 
 /* y [len] = a op b. Collapsing guarantees that at least one operand runs
  * along the innermost dimension; the other may repeat one value. */
-ALWAYS_INLINE void binop_run(sc_op_id op, float *restrict y, const float *restrict a,
+ALWAYS_INLINE void binop_run(sc_op_id op, bool relu, float *restrict y, const float *restrict a,
                              bool sa, const float *restrict b, bool sb, int64_t len)
 {
     if (sa && sb) {
         for (int64_t i = 0; i < len; i++)
-            y[i] = binop(op, a[i], b[i]);
+            y[i] = binop(op, relu, a[i], b[i]);
     } else if (sa) {
         const float bv = *b;
         for (int64_t i = 0; i < len; i++)
-            y[i] = binop(op, a[i], bv);
+            y[i] = binop(op, relu, a[i], bv);
     } else {
         const float av = *a;
         for (int64_t i = 0; i < len; i++)
-            y[i] = binop(op, av, b[i]);
+            y[i] = binop(op, relu, av, b[i]);
     }
 }
 
@@ -176,9 +178,14 @@ static void binary_fwd_seg(const void *arg, int64_t o, const int64_t off[2], int
     float *y = f->y + o;
     const float *a = f->a + off[0], *b = f->b + off[1];
     switch (f->op) { /* constant ops let each loop vectorise */
-    case SC_OP_ADD: binop_run(SC_OP_ADD, y, a, f->sa, b, f->sb, len); break;
-    case SC_OP_SUB: binop_run(SC_OP_SUB, y, a, f->sa, b, f->sb, len); break;
-    default: binop_run(SC_OP_MUL, y, a, f->sa, b, f->sb, len); break;
+    case SC_OP_ADD:
+        if (f->relu)
+            binop_run(SC_OP_ADD, true, y, a, f->sa, b, f->sb, len);
+        else
+            binop_run(SC_OP_ADD, false, y, a, f->sa, b, f->sb, len);
+        break;
+    case SC_OP_SUB: binop_run(SC_OP_SUB, false, y, a, f->sa, b, f->sb, len); break;
+    default: binop_run(SC_OP_MUL, false, y, a, f->sa, b, f->sb, len); break;
     }
 }
 
@@ -189,14 +196,15 @@ static sc_status binary_forward(sc_node *node)
     int last = bc.nd - 1;
     binary_fwd f = {node->op, sc_tensor_f32(node->in[0]), sc_tensor_f32(node->in[1]),
                     sc_tensor_f32(node->out), bc.stride[0][last] != 0,
-                    bc.stride[1][last] != 0};
+                    bc.stride[1][last] != 0, node->params.binary.relu};
     bcast_run(&bc, CHUNK, bc.dim[last], binary_fwd_seg, &f);
     return SC_OK;
 }
 
 /* gx += g * k, summed over the dimensions x broadcasts along; k is the
  * other operand (mul) or a constant +-1 (add, sub). gx = g * k instead
- * where x's gradient is fresh and x is not broadcast (write). */
+ * where x's gradient is fresh and x is not broadcast (write). With a
+ * relu after the add, g is first masked where its output y is not > 0. */
 typedef struct binary_bwd {
     int x;
     const float *g;
@@ -205,39 +213,61 @@ typedef struct binary_bwd {
     int k_operand; /* operand k is read from (offsets and stride), -1: constant */
     bool sx, sk;   /* innermost stride is 1 (else 0) */
     bool write;
+    const float *y; /* the relu's output, read like g; NULL: no relu */
 } binary_bwd;
+
+/* The gradient of the op's output at element i of a segment. */
+ALWAYS_INLINE float out_grad(const float *restrict g, const float *restrict y, int64_t i)
+{
+    return y ? sc_cpu_relu_grad(y[i], g[i]) : g[i];
+}
 
 static void binary_bwd_seg(const void *arg, int64_t o, const int64_t off[2], int64_t len)
 {
     const binary_bwd *b = arg;
-    const float *restrict g = b->g + o;
+    const float *restrict g = b->g + o, *restrict y = b->y ? b->y + o : NULL;
     const float *restrict k = b->k_operand < 0 ? b->k : b->k + off[b->k_operand];
     float *restrict gx = b->gx + off[b->x];
     if (b->sx && b->sk) {
         if (b->write)
             for (int64_t i = 0; i < len; i++)
-                gx[i] = g[i] * k[i];
+                gx[i] = out_grad(g, y, i) * k[i];
         else
             for (int64_t i = 0; i < len; i++)
-                gx[i] += g[i] * k[i];
+                gx[i] += out_grad(g, y, i) * k[i];
     } else if (b->sx) {
         const float kv = *k;
         if (b->write)
             for (int64_t i = 0; i < len; i++)
-                gx[i] = g[i] * kv;
+                gx[i] = out_grad(g, y, i) * kv;
         else
             for (int64_t i = 0; i < len; i++)
-                gx[i] += g[i] * kv;
+                gx[i] += out_grad(g, y, i) * kv;
     } else if (b->sk) {
         float acc = 0.0f;
         for (int64_t i = 0; i < len; i++)
-            acc += g[i] * k[i];
+            acc += out_grad(g, y, i) * k[i];
         *gx += acc;
     } else {
         float acc = 0.0f;
         for (int64_t i = 0; i < len; i++)
-            acc += g[i];
+            acc += out_grad(g, y, i);
         *gx += acc * *k;
+    }
+}
+
+/* An add's two gradients where neither operand is broadcast, in one pass
+ * over g [n] (and y): ga (= where write_a) += the output's gradient, gb
+ * likewise; ga and gb are different buffers. */
+static void add_grads_whole(const float *restrict g, const float *restrict y,
+                            float *restrict ga, bool write_a, float *restrict gb, bool write_b,
+                            int64_t n)
+{
+#pragma omp parallel for schedule(static) if (n > SC_CPU_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float v = out_grad(g, y, i);
+        ga[i] = write_a ? v : ga[i] + v;
+        gb[i] = write_b ? v : gb[i] + v;
     }
 }
 
@@ -245,6 +275,14 @@ static sc_status binary_backward(sc_node *node, const sc_tensor *gout,
                                  sc_tensor *const *gin)
 {
     static const float plus_one = 1.0f, minus_one = -1.0f;
+    const float *y = node->params.binary.relu ? sc_tensor_f32(node->out) : NULL;
+    if (node->op == SC_OP_ADD && gin[0] && gin[1] && gin[0]->numel == gout->numel &&
+        gin[1]->numel == gout->numel && gin[0]->data != gin[1]->data) {
+        add_grads_whole(sc_tensor_f32(gout), y, sc_tensor_f32(gin[0]),
+                        sc_node_grad_fresh(node, 0), sc_tensor_f32(gin[1]),
+                        sc_node_grad_fresh(node, 1), gout->numel);
+        return SC_OK;
+    }
     bcast bc;
     bcast_init(&bc, (const sc_tensor *const[]){node->in[0], node->in[1]}, node->out);
     int last = bc.nd - 1;
@@ -257,7 +295,7 @@ static sc_status binary_backward(sc_node *node, const sc_tensor *gout,
         if (fresh && !whole)
             memset(gin[x]->data, 0, sc_tensor_nbytes(gin[x]));
         binary_bwd b = {x, sc_tensor_f32(gout), sc_tensor_f32(gin[x]), &plus_one, -1,
-                        bc.stride[x][last] != 0, false, fresh && whole};
+                        bc.stride[x][last] != 0, false, fresh && whole, y};
         if (node->op == SC_OP_MUL) {
             b.k_operand = 1 - x;
             b.k = sc_tensor_f32(node->in[1 - x]);

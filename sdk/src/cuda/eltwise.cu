@@ -92,16 +92,18 @@ template <sc_op_id Op> static __device__ __forceinline__ float binop(float a, fl
     return Op == SC_OP_ADD ? a + b : Op == SC_OP_SUB ? a - b : a * b;
 }
 
-/* y [numel] = a op b, a and b read at their broadcast offsets */
+/* y [numel] = a op b (relu: relu(a op b)), a and b read at their
+ * broadcast offsets */
 template <sc_op_id Op>
 static __global__ void binary_forward_kernel(space s, int64_t numel, const float *a,
-                                             const float *b, float *y)
+                                             const float *b, bool relu, float *y)
 {
     GRID_STRIDE(o, numel)
     {
         int64_t off[2];
         space_offsets(s, o, off);
-        y[o] = binop<Op>(a[off[0]], b[off[1]]);
+        float v = binop<Op>(a[off[0]], b[off[1]]);
+        y[o] = relu ? relu_op().forward(v) : v;
     }
 }
 
@@ -113,15 +115,19 @@ static sc_status binary_forward(sc_node *node)
     cudaStream_t st = sc_cuda_stream(node->ctx);
     const float *a = sc_tensor_f32(node->in[0]), *b = sc_tensor_f32(node->in[1]);
     float *y = sc_tensor_f32(node->out);
+    bool relu = node->params.binary.relu;
     switch (node->op) {
     case SC_OP_ADD:
-        SC_LAUNCH(binary_forward_kernel<SC_OP_ADD>, blocks, SC_CUDA_THREADS, 0, st, s, n, a, b, y);
+        SC_LAUNCH(binary_forward_kernel<SC_OP_ADD>, blocks, SC_CUDA_THREADS, 0, st, s, n, a, b,
+                  relu, y);
         break;
     case SC_OP_SUB:
-        SC_LAUNCH(binary_forward_kernel<SC_OP_SUB>, blocks, SC_CUDA_THREADS, 0, st, s, n, a, b, y);
+        SC_LAUNCH(binary_forward_kernel<SC_OP_SUB>, blocks, SC_CUDA_THREADS, 0, st, s, n, a, b,
+                  relu, y);
         break;
     default:
-        SC_LAUNCH(binary_forward_kernel<SC_OP_MUL>, blocks, SC_CUDA_THREADS, 0, st, s, n, a, b, y);
+        SC_LAUNCH(binary_forward_kernel<SC_OP_MUL>, blocks, SC_CUDA_THREADS, 0, st, s, n, a, b,
+                  relu, y);
         break;
     }
     SC_CUDA_LAUNCHED("binary_forward_kernel");
@@ -133,7 +139,8 @@ static sc_status binary_forward(sc_node *node)
  * space and red the space of the dimensions x broadcasts along, both with
  * the strides of the output (g) and of the other operand (k, for mul;
  * k NULL means 1). Element j of gx and its term r read offset
- * own(j) + red(r) of each. */
+ * own(j) + red(r) of each. After a fused relu (sc_add_relu), g is masked
+ * by the output y, read like g (y NULL: no relu). */
 typedef struct bcast_grad {
     space own, red;
     int64_t numel, terms;
@@ -169,15 +176,16 @@ static bcast_grad bcast_grad_of(const space &s, int x, int k_operand)
 
 /* The sum of g * k over terms r0, r0 + dr, ... of gx element j. */
 static __device__ __forceinline__ float grad_terms(const bcast_grad &bg, const float *g,
-                                                   const float *k, int64_t j, int64_t r0,
-                                                   int64_t dr)
+                                                   const float *y, const float *k, int64_t j,
+                                                   int64_t r0, int64_t dr)
 {
     int64_t base[2], off[2];
     space_offsets(bg.own, j, base);
     float acc = 0.0f;
     for (int64_t r = r0; r < bg.terms; r += dr) {
         space_offsets(bg.red, r, off);
-        float gv = g[base[0] + off[0]];
+        int64_t o = base[0] + off[0];
+        float gv = y ? relu_op().backward(y[o], y[o], g[o]) : g[o];
         acc += k ? gv * k[base[1] + off[1]] : gv;
     }
     return acc;
@@ -185,10 +193,10 @@ static __device__ __forceinline__ float grad_terms(const bcast_grad &bg, const f
 
 /* gx [numel] += sign * sum of its terms, a thread per element; with no
  * broadcast (one term) this is gx [n] += sign * g [n] * k [n]. */
-static __global__ void bcast_grad_thread_kernel(bcast_grad bg, const float *g, const float *k,
-                                                float sign, float *gx)
+static __global__ void bcast_grad_thread_kernel(bcast_grad bg, const float *g, const float *y,
+                                                const float *k, float sign, float *gx)
 {
-    GRID_STRIDE(j, bg.numel) gx[j] += sign * grad_terms(bg, g, k, j, 0, 1);
+    GRID_STRIDE(j, bg.numel) gx[j] += sign * grad_terms(bg, g, y, k, j, 0, 1);
 }
 
 /* The sum of v over the block, complete in thread 0; blockDim.x a
@@ -207,11 +215,11 @@ static __device__ float block_sum(float v)
 
 /* gx [numel] += sign * sum of its terms, block j summing element j's
  * (gridDim.x = numel), in a fixed order. */
-static __global__ void bcast_grad_block_kernel(bcast_grad bg, const float *g, const float *k,
-                                               float sign, float *gx)
+static __global__ void bcast_grad_block_kernel(bcast_grad bg, const float *g, const float *y,
+                                               const float *k, float sign, float *gx)
 {
     int64_t j = blockIdx.x;
-    float sum = block_sum(grad_terms(bg, g, k, j, threadIdx.x, blockDim.x));
+    float sum = block_sum(grad_terms(bg, g, y, k, j, threadIdx.x, blockDim.x));
     if (threadIdx.x == 0)
         gx[j] += sign * sum;
 }
@@ -229,14 +237,15 @@ static sc_status binary_backward(sc_node *node, const sc_tensor *gout,
             continue;
         bcast_grad bg = bcast_grad_of(s, x, mul ? 1 - x : -1);
         const float *g = sc_tensor_f32(gout), *k = mul ? sc_tensor_f32(node->in[1 - x]) : NULL;
+        const float *y = node->params.binary.relu ? sc_tensor_f32(node->out) : NULL;
         float sign = node->op == SC_OP_SUB && x == 1 ? -1.0f : 1.0f;
         float *gx = sc_tensor_f32(gin[x]);
         if (bg.terms > GRAD_BLOCK_TERMS && bg.numel > 0 && bg.numel < GRAD_BLOCK_ELEMS)
-            SC_LAUNCH(bcast_grad_block_kernel, (unsigned)bg.numel, SC_CUDA_THREADS, 0, st, bg, g, k,
-                      sign, gx);
+            SC_LAUNCH(bcast_grad_block_kernel, (unsigned)bg.numel, SC_CUDA_THREADS, 0, st, bg, g, y,
+                      k, sign, gx);
         else
             SC_LAUNCH(bcast_grad_thread_kernel, sc_cuda_blocks(bg.numel), SC_CUDA_THREADS, 0, st,
-                      bg, g, k, sign, gx);
+                      bg, g, y, k, sign, gx);
         SC_CUDA_LAUNCHED("bcast_grad_kernel");
     }
     return SC_OK;

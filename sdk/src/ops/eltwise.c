@@ -57,6 +57,12 @@ sc_tensor *sc_add(sc_ctx *ctx, sc_tensor *a, sc_tensor *b) { return binary(ctx, 
 sc_tensor *sc_sub(sc_ctx *ctx, sc_tensor *a, sc_tensor *b) { return binary(ctx, SC_OP_SUB, a, b); }
 sc_tensor *sc_mul(sc_ctx *ctx, sc_tensor *a, sc_tensor *b) { return binary(ctx, SC_OP_MUL, a, b); }
 
+sc_tensor *sc_add_relu(sc_ctx *ctx, sc_tensor *a, sc_tensor *b)
+{
+    return sc_op_run(ctx, SC_OP_ADD, 2, (sc_tensor *[]){a, b},
+                     &(sc_op_params){.binary = {.relu = true}});
+}
+
 sc_tensor *sc_scale(sc_ctx *ctx, sc_tensor *x, float factor)
 {
     return unary(ctx, SC_OP_SCALE, x, &(sc_op_params){.scale = {factor}});

@@ -373,6 +373,48 @@ Test(autograd, kernels_write_fresh_gradients_whole)
     }
 }
 
+/* One step of loss = sum(r * f(a, b)), f sc_add_relu fused or relu of
+ * sc_add, on step tensors equal to a and b (whose gradients f writes
+ * fresh): f's values then the gradients of a and b, in out [64]; returns
+ * their count. */
+static int64_t add_relu_step(bool fused, sc_tensor *a, sc_tensor *b, float *out)
+{
+    sc_params_zero_grad(ps);
+    sc_tensor *sa = sc_scale(ctx, a, 1.0f), *sb = sc_scale(ctx, b, 1.0f);
+    sc_tensor *y = fused ? sc_add_relu(ctx, sa, sb) : sc_relu(ctx, sc_add(ctx, sa, sb));
+    cr_assert_not_null(y, "%s", sc_error_message());
+    sc_tensor *r = sc_tensor_new(ctx, SC_F32, y->ndim, y->shape);
+    for (int64_t i = 0; i < r->numel; i++)
+        sc_tensor_f32(r)[i] = (float)(i % 7) - 3.0f;
+    backward_ok(sc_sum(ctx, sc_mul(ctx, y, r)));
+    int64_t n = y->numel + a->numel + b->numel;
+    cr_assert_leq(n, 64);
+    memcpy(out, y->data, sc_tensor_nbytes(y));
+    memcpy(out + y->numel, a->grad->data, sc_tensor_nbytes(a));
+    memcpy(out + y->numel + a->numel, b->grad->data, sc_tensor_nbytes(b));
+    sc_ctx_reset(ctx);
+    return n;
+}
+
+/* sc_add_relu is relu(a + b) to the bit, values and gradients, whichever
+ * operand broadcasts; its relu blocks about half of the sums. */
+Test(autograd, add_relu_is_relu_of_add)
+{
+    static const struct {
+        int na; int64_t a[3]; int nb; int64_t b[3];
+    } pairs[] = {
+        {2, {3, 5}, 2, {3, 5}}, {2, {4, 3}, 1, {3}}, {2, {1, 5}, 2, {3, 1}},
+        {3, {2, 3, 4}, 3, {2, 1, 4}}, {0, {0}, 2, {3, 5}},
+    };
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        sc_tensor *a = test_param(pairs[i].na, pairs[i].a), *b = test_param(pairs[i].nb, pairs[i].b);
+        float fused[64], apart[64];
+        int64_t n = add_relu_step(true, a, b, fused);
+        add_relu_step(false, a, b, apart);
+        cr_assert(memcmp(fused, apart, (size_t)n * sizeof *fused) == 0, "pair %zu differs", i);
+    }
+}
+
 /* Prints which ops each backend has kernels for; the CPU must have all. */
 Test(autograd, kernel_coverage)
 {

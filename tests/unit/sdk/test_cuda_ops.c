@@ -603,6 +603,10 @@ static const diff_case cases[] = {
          .binary = sc_add),
     CASE("add [2, 3, 5, 7] + [3, 1, 1]", ADD, build_binary, TOL_REDUCE,
          .in = {DIMS(2, 3, 5, 7), DIMS(3, 1, 1)}, .binary = sc_add),
+    CASE("add_relu [33, 7] + [33, 7]", ADD, build_binary, TOL_ELTWISE,
+         .in = {DIMS(33, 7), DIMS(33, 7)}, .binary = sc_add_relu),
+    CASE("add_relu [4, 5, 6] + [5, 1]", ADD, build_binary, TOL_REDUCE,
+         .in = {DIMS(4, 5, 6), DIMS(5, 1)}, .binary = sc_add_relu),
 
     CASE("sub [13] - [7, 13]", SUB, build_binary, TOL_REDUCE, .in = {DIMS(13), DIMS(7, 13)},
          .binary = sc_sub),
