@@ -18,14 +18,14 @@
 typedef struct sc_arena_block sc_arena_block;
 
 typedef struct sc_arena {
-    sc_device device;     /* where the blocks live */
+    sc_device device;      /* where the blocks live */
     sc_arena_block *first; /* the oldest block; the others chained behind */
     sc_arena_block *last;  /* the newest */
     sc_arena_block *head;  /* the block being filled */
-    size_t used;          /* bytes handed out since reset, all blocks */
-    size_t capacity;      /* bytes in all blocks */
-    size_t peak;          /* largest `used` seen */
-    uint64_t generation;  /* counts changes of the blocks */
+    size_t used;           /* bytes handed out since reset, all blocks */
+    size_t capacity;       /* bytes in all blocks */
+    size_t peak;           /* largest `used` seen */
+    uint64_t generation;   /* counts changes of the blocks */
 } sc_arena;
 
 enum { SC_ARENA_ALIGN = 64 };
