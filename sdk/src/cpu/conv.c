@@ -305,21 +305,11 @@ void sc_conv_sum_partials(float *restrict dst, const float *restrict parts, int 
     }
 }
 
-/* OpenBLAS multiplies a product of at most about 100^3 multiply-adds with
- * kernels that read the operands where they are (the "small matrix"
- * kernels of its AVX-512 builds), and a larger one by packing them first,
- * after zeroing C where beta is 0. For im2col's forward and input-gradient
- * products the first is faster: a ResNet's stride-2 3x3 layers took 11 to
- * 13% less time forward and 5 to 7% less backward (not the weight
- * gradient's product, which ran slower so). So c [m, n] = op(a) b (+ c
- * where beta is 1), row-major, goes in pieces of rows of c that small. */
-enum { SMALL_GEMM = 1000000 };
-
-static void sgemm_small_pieces(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
-                               int64_t k, const float *a, int64_t lda, const float *b,
-                               int64_t ldb, float beta, float *c, int64_t ldc)
+void sc_conv_sgemm_small(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
+                         int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                         float beta, float *c, int64_t ldc)
 {
-    int64_t piece = max64(8, SMALL_GEMM / max64(n * k, 1) / 8 * 8);
+    int64_t piece = max64(8, SC_CONV_SMALL_GEMM / max64(n * k, 1) / 8 * 8);
     for (int64_t m0 = 0; m0 < m; m0 += piece)
         cblas_sgemm(CblasRowMajor, ta, tb, (int)min64(piece, m - m0), (int)n, (int)k, 1.0f,
                     ta == CblasNoTrans ? a + m0 * lda : a + m0, (int)lda, b, (int)ldb, beta,
@@ -355,7 +345,7 @@ static void conv_forward_image(const conv_job *j, int64_t n, int slot)
         int64_t rows = min64(g->rows, g->oh - oy0), cols = rows * g->ow, ld;
         const float *b = conv_cols(g, x, oy0, rows, col, &ld);
         for (int gi = 0; gi < g->p.groups; gi++)
-            sgemm_small_pieces(CblasNoTrans, CblasNoTrans, g->ocg, cols, g->kdim,
+            sc_conv_sgemm_small(CblasNoTrans, CblasNoTrans, g->ocg, cols, g->kdim,
                                j->w + gi * g->ocg * g->kdim, g->kdim, b + gi * g->kdim * ld, ld,
                                j->bias ? 1.0f : 0.0f, y + gi * g->ocg * ohw + oy0 * g->ow, ohw);
     }
@@ -371,7 +361,7 @@ static void conv_input_grad(const conv_job *j, const float *gy, float *gx, int64
     float *dst = g->pointwise ? gx + oy0 * g->ow : col;
     int64_t ld = g->pointwise ? ohw : cols;
     for (int gi = 0; gi < g->p.groups; gi++)
-        sgemm_small_pieces(CblasTrans, CblasNoTrans, g->kdim, cols, g->ocg,
+        sc_conv_sgemm_small(CblasTrans, CblasNoTrans, g->kdim, cols, g->ocg,
                            j->w + gi * g->ocg * g->kdim, g->kdim,
                            gy + gi * g->ocg * ohw + oy0 * g->ow, ohw, g->pointwise ? 1.0f : 0.0f,
                            dst + gi * g->kdim * ld, ld);

@@ -831,9 +831,9 @@ static void forward_range(const void *arg, int slot, int64_t n0, int64_t n1)
         int64_t nr = min64(w->rows, n1 * w->th - r0), t = nr * w->tw;
         chunk_tiles(INPUT, w, r0, nr, v, buf);
         for (int xi = 0; xi < w->xi; xi++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)t, (int)s->k, (int)s->c,
-                        1.0f, v + xi * t * s->c, (int)s->c, w->u + xi * s->c * s->k, (int)s->k,
-                        0.0f, m + xi * t * s->k, (int)s->k);
+            sc_conv_sgemm_small(CblasNoTrans, CblasNoTrans, t, s->k, s->c, v + xi * t * s->c,
+                                s->c, w->u + xi * s->c * s->k, s->k, 0.0f, m + xi * t * s->k,
+                                s->k);
         chunk_tiles(OUTPUT, w, r0, nr, m, buf);
     }
 }
@@ -859,9 +859,9 @@ static void backward_range(const void *arg, int slot, int64_t n0, int64_t n1)
         if (!w->gx)
             continue;
         for (int xi = 0; xi < w->xi; xi++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)t, (int)s->c, (int)s->k,
-                        1.0f, dm + xi * t * s->k, (int)s->k, w->u + xi * s->k * s->c, (int)s->c,
-                        0.0f, dv + xi * t * s->c, (int)s->c);
+            sc_conv_sgemm_small(CblasNoTrans, CblasNoTrans, t, s->c, s->k, dm + xi * t * s->k,
+                                s->k, w->u + xi * s->k * s->c, s->c, 0.0f, dv + xi * t * s->c,
+                                s->c);
         chunk_tiles(PATCH_GRAD, w, r0, nr, dv, buf);
     }
 }
