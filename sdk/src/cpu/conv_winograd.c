@@ -274,8 +274,9 @@ static void weight_transform(const sc_wino_shape *s, const float *weight, bool b
     }
 }
 
-/* gw [K, C, 3, 3] += G^T du G */
-static void weight_grad(const sc_wino_shape *s, const float *du, float *gw)
+/* gw [K, C, 3, 3] += G^T du G, du the sum of the slots' partials
+ * [slots, XI, K, C], in slot order. */
+static void weight_grad(const sc_wino_shape *s, const float *du, int slots, float *gw)
 {
     int64_t kc = s->k * s->c, blocks = (kc + WEIGHT_BLOCK - 1) / WEIGHT_BLOCK;
     int xi = (s->m + 2) * (s->m + 2);
@@ -283,8 +284,16 @@ static void weight_grad(const sc_wino_shape *s, const float *du, float *gw)
     for (int64_t b = 0; b < blocks; b++) {
         int64_t n0 = b * WEIGHT_BLOCK, len = min64(WEIGHT_BLOCK, kc - n0);
         float t[36 * WEIGHT_BLOCK]; /* [XI, WEIGHT_BLOCK]: du [XI, n0 : n0 + len) */
-        for (int x = 0; x < xi; x++)
-            memcpy(t + x * WEIGHT_BLOCK, du + x * kc + n0, (size_t)len * sizeof(float));
+        for (int x = 0; x < xi; x++) {
+            float *row = t + x * WEIGHT_BLOCK;
+            for (int64_t i = 0; i < len; i++)
+                row[i] = 0.0f;
+            for (int slot = 0; slot < slots; slot++) {
+                const float *part = du + (slot * xi + x) * kc + n0;
+                for (int64_t i = 0; i < len; i++)
+                    row[i] += part[i];
+            }
+        }
         for (int64_t i = 0; i < len; i++) {
             if (s->m == 4)
                 add_weight_grad(4, WEIGHT_BLOCK, t + i, gw + 9 * (n0 + i));
@@ -911,18 +920,15 @@ sc_status sc_wino_backward(sc_ctx *ctx, const sc_wino_shape *s, const float *x,
     w.gy = gy;
     w.gx = gx;
     w.gx_fresh = gx_fresh;
-    int64_t du_floats = w.xi * s->k * s->c;
+    size_t du_bytes = (size_t)(w.slots * w.xi * s->k * s->c) * sizeof(float);
     if (gw) {
-        w.du = sc_ctx_alloc(ctx, (size_t)((w.slots + 1) * du_floats) * sizeof(float));
+        w.du = sc_ctx_alloc(ctx, du_bytes);
         if (!w.du)
             return SC_ERR_NOMEM;
-        memset(w.du, 0, (size_t)((w.slots + 1) * du_floats) * sizeof(float));
+        memset(w.du, 0, du_bytes);
     }
     sc_conv_split(s->n, w.slots, backward_range, &w);
-    if (gw) {
-        float *sum = w.du + w.slots * du_floats;
-        sc_conv_sum_partials(sum, w.du, w.slots, du_floats);
-        weight_grad(s, sum, gw);
-    }
+    if (gw)
+        weight_grad(s, w.du, w.slots, gw);
     return SC_OK;
 }
