@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/conv_impl.h"
 #include "gradcheck.h"
 #include "op_fixture.h"
 #include "scorch/scorch.h"
@@ -313,9 +314,44 @@ Test(conv, big_conv2d_against_direct)
                                  {{2, 2}, {1, 1}, {1, 1}, 1}});
     expect_big_conv(&(conv_dims){2, 8, 29, 31, 6, 15, 16, 3, 3, 8, 6,
                                  {{2, 2}, {1, 1}, {1, 1}, 1}});
+    /* 64 -> 128 channels at 7x7: forward and input-gradient products of
+     * more than SC_CONV_SMALL_GEMM multiply-adds, in pieces */
+    expect_big_conv(&(conv_dims){2, 64, 14, 14, 128, 7, 7, 3, 3, 64, 128,
+                                 {{2, 2}, {1, 1}, {1, 1}, 1}});
     /* pointwise, no col */
     expect_big_conv(&(conv_dims){4, 16, 20, 30, 8, 20, 30, 1, 1, 16, 8,
                                  {{1, 1}, {0, 0}, {1, 1}, 1}});
+}
+
+/* sc_conv_sgemm_small against a product in double: every shape of
+ * operands it is given, in 2 to 4 pieces, with and without beta. */
+Test(conv, sgemm_in_small_pieces)
+{
+    enum { M = 100, N = 90, K = 300 }; /* 2.7 * SC_CONV_SMALL_GEMM */
+    static float a[M * K], b[K * N], c[M * N], c0[M * N];
+    for (int i = 0; i < M * K; i++)
+        a[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    for (int i = 0; i < K * N; i++)
+        b[i] = (float)((i * 53) % 97) / 97.0f - 0.5f;
+    for (int i = 0; i < M * N; i++)
+        c0[i] = (float)(i % 13) - 6.0f;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int beta = 0; beta < 2; beta++) {
+                memcpy(c, c0, sizeof c);
+                sc_conv_sgemm_small(ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                                    M, N, K, a, ta ? M : K, b, tb ? K : N, (float)beta, c, N);
+                for (int i = 0; i < M; i++)
+                    for (int j = 0; j < N; j++) {
+                        double want = beta * c0[i * N + j];
+                        for (int k = 0; k < K; k++)
+                            want += (double)a[ta ? k * M + i : i * K + k] *
+                                    b[tb ? j * K + k : k * N + j];
+                        cr_assert_float_eq(c[i * N + j], want, 1e-4,
+                                           "ta %d tb %d beta %d: c[%d, %d] = %g, want %g", ta, tb,
+                                           beta, i, j, (double)c[i * N + j], want);
+                    }
+            }
 }
 
 /* 3x3 at stride 1 with 8 channels or more goes through Winograd: under
