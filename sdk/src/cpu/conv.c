@@ -346,8 +346,8 @@ static void conv_forward_image(const conv_job *j, int64_t n, int slot)
         const float *b = conv_cols(g, x, oy0, rows, col, &ld);
         for (int gi = 0; gi < g->p.groups; gi++)
             sc_conv_sgemm_small(CblasNoTrans, CblasNoTrans, g->ocg, cols, g->kdim,
-                               j->w + gi * g->ocg * g->kdim, g->kdim, b + gi * g->kdim * ld, ld,
-                               j->bias ? 1.0f : 0.0f, y + gi * g->ocg * ohw + oy0 * g->ow, ohw);
+                                j->w + gi * g->ocg * g->kdim, g->kdim, b + gi * g->kdim * ld, ld,
+                                j->bias ? 1.0f : 0.0f, y + gi * g->ocg * ohw + oy0 * g->ow, ohw);
     }
 }
 
@@ -362,9 +362,9 @@ static void conv_input_grad(const conv_job *j, const float *gy, float *gx, int64
     int64_t ld = g->pointwise ? ohw : cols;
     for (int gi = 0; gi < g->p.groups; gi++)
         sc_conv_sgemm_small(CblasTrans, CblasNoTrans, g->kdim, cols, g->ocg,
-                           j->w + gi * g->ocg * g->kdim, g->kdim,
-                           gy + gi * g->ocg * ohw + oy0 * g->ow, ohw, g->pointwise ? 1.0f : 0.0f,
-                           dst + gi * g->kdim * ld, ld);
+                            j->w + gi * g->ocg * g->kdim, g->kdim,
+                            gy + gi * g->ocg * ohw + oy0 * g->ow, ohw, g->pointwise ? 1.0f : 0.0f,
+                            dst + gi * g->kdim * ld, ld);
     if (!g->pointwise)
         col2im(g, gx, oy0, rows, col);
 }

@@ -1,6 +1,6 @@
 /* conv_impl.h — what the CPU convolution kernels share: the batch split
- * over threads, the sum of per-thread partials, and the Winograd path
- * (conv_winograd.c). Private to the CPU backend. */
+ * over threads, the sum of per-thread partials, GEMMs in small pieces,
+ * and the Winograd path (conv_winograd.c). Private to the CPU backend. */
 #ifndef SCORCH_CPU_CONV_IMPL_H
 #define SCORCH_CPU_CONV_IMPL_H
 

@@ -283,7 +283,7 @@ static void weight_grad(const sc_wino_shape *s, const float *du, int slots, floa
 #pragma omp parallel for schedule(static) if (kc > 1024)
     for (int64_t b = 0; b < blocks; b++) {
         int64_t n0 = b * WEIGHT_BLOCK, len = min64(WEIGHT_BLOCK, kc - n0);
-        float t[36 * WEIGHT_BLOCK]; /* [XI, WEIGHT_BLOCK]: du [XI, n0 : n0 + len) */
+        float t[36 * WEIGHT_BLOCK]; /* [XI, WEIGHT_BLOCK]: du [XI, n0 : n0 + len), summed */
         for (int x = 0; x < xi; x++) {
             float *row = t + x * WEIGHT_BLOCK;
             for (int64_t i = 0; i < len; i++)
