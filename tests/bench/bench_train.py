@@ -39,7 +39,8 @@ from the training set preloaded on the device, indexing a shuffled batch
 there, and is timed between torch.cuda.synchronize() calls after warm-up
 steps (TORCH_WARMUP_STEPS); scorch's first epoch is a warm-up too (the
 step arena's first touch; on a GPU also the CUDA context, cuDNN plans,
-graph capture), so its steps are timed in the epochs after it. Precision: fp32 turns TF32 off in PyTorch, tf32
+graph capture), so its steps are timed in the epochs after it.
+Precision: fp32 turns TF32 off in PyTorch, tf32
 turns it on for matrix products and cuDNN, bf16 runs forward and loss
 under torch.autocast(bfloat16) (scorch: --precision of the same name);
 cudnn.benchmark is on, and the header line names the GPU. The 1-minute
