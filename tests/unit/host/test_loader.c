@@ -1,10 +1,11 @@
 /* test_loader.c — the data loader's order, coverage, resume and failures,
  * against a toy dataset whose sample i is input [i, i, u] (u: the first
  * draw of the sample's rng) and target i. */
-#define _GNU_SOURCE /* pthread_setattr_default_np */
+#define _GNU_SOURCE /* pthread_setattr_default_np, SCHED_BATCH */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,6 +22,7 @@ typedef struct toy {
      * so a later row can be made to fail first. */
     int64_t hold, until;
     bool until_tried; /* guarded by hold_mu */
+    int policies;     /* guarded by hold_mu: 1 << policy of each getitem's thread */
 } toy;
 
 static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -29,6 +31,7 @@ static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
 static void toy_order(toy *d, int64_t i)
 {
     pthread_mutex_lock(&hold_mu);
+    d->policies |= 1 << sched_getscheduler(0);
     if (i == d->until) {
         d->until_tried = true;
         pthread_cond_broadcast(&hold_cv);
@@ -247,6 +250,23 @@ Test(loader, order_and_draws_do_not_depend_on_workers)
             }
         }
     }
+}
+
+/* Workers take no core from the compute threads by waking (loader.c,
+ * host_loader_yield_cores); the consumer's own policy stays. */
+Test(loader, workers_run_as_batch_threads_and_the_consumer_as_before)
+{
+    int consumer = sched_getscheduler(0);
+    for (int workers = 0; workers <= 2; workers += 2) {
+        toy d = toy_of(40);
+        host_loader_config c = train_config(workers);
+        seen s;
+        run_once(&d, SC_SPLIT_TRAIN, &c, 1, &s);
+        cr_assert_eq(s.n, 40);
+        cr_assert_eq(d.policies, 1 << (workers ? SCHED_BATCH : consumer), "workers %d: %#x",
+                     workers, (unsigned)d.policies);
+    }
+    cr_assert_eq(sched_getscheduler(0), consumer);
 }
 
 Test(loader, order_differs_between_epochs_and_seeds)
