@@ -166,6 +166,30 @@ Test(augment, hflip_mirrors_about_half_the_samples)
     plugin()->index_close(plain_index);
 }
 
+/* The plain image's values come from a vector path, a mirrored image's
+ * from the table (fashion_mnist.c, write_view): the same bits, with
+ * normalisation too, over the first samples' grey levels. */
+Test(augment, plain_and_mirrored_images_scale_alike)
+{
+    void *flipping = index_with("hflip=true");
+    void *plain_index = index_with("");
+    image plain, mirrored, out;
+    for (int64_t i = 0; i < 10; i++) {
+        get(plain_index, SC_SPLIT_TRAIN, i, 0, plain);
+        transform(plain, 0, 0, true, mirrored);
+        bool flipped = false;
+        for (uint64_t draw = 0; draw < 16; draw++) {
+            get(flipping, SC_SPLIT_TRAIN, i, draw, out);
+            cr_assert(same(out, plain) || same(out, mirrored), "sample %lld, draw %llu",
+                      (long long)i, (unsigned long long)draw);
+            flipped |= same(out, mirrored) && !same(out, plain);
+        }
+        cr_assert(flipped, "sample %lld never mirrored in 16 draws", (long long)i);
+    }
+    plugin()->index_close(flipping);
+    plugin()->index_close(plain_index);
+}
+
 Test(augment, bad_args_are_refused)
 {
     static const char *const bad[] = {"crop_padding=-1", "crop_padding=15", "hflip=maybe"};
