@@ -248,6 +248,17 @@ static sc_status after_batch(host_trainer *t, const host_batch *b, double t0,
     return serve_requests(t);
 }
 
+/* The run log says when the machine's load turned the CPU threads' short
+ * waits on or off (base/waits.h). */
+void trainer_note_waits(host_trainer *t, bool changed)
+{
+    if (changed)
+        host_run_log_info(&t->log, "compute threads: %s waits, as other processes kept %.2f "
+                          "cores busy over the last %.2f s (see docs/cli.md, Threads)",
+                          t->waits.short_waits ? "short" : "long", t->waits.others,
+                          t->waits.window);
+}
+
 static sc_status train_batches(host_trainer *t, double *wait)
 {
     host_loader *loader = t->loaders[SC_SPLIT_TRAIN];
@@ -271,6 +282,7 @@ static sc_status train_batches(host_trainer *t, double *wait)
         SC_TRY(trainer_run_hooks(t, &at));
         sc_status st = train_step(t, b);
         sc_ctx_reset(t->s.ctx);
+        trainer_note_waits(t, host_waits_check(&t->waits));
         if (st == SC_OK)
             st = after_batch(t, b, t0, seconds_before, *wait);
         t->batch_step = 0;

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 
+#include "base/waits.h"
 #include "run/checkpoint.h"
 #include "dist/dist.h"
 #include "run/evaluate.h"
@@ -61,6 +62,7 @@ struct host_trainer {
     host_dist *dist;            /* this process's rank of the job (dist.h) */
     host_graph_step graphs;     /* the train step as a CUDA graph (graph_step.h) */
     host_step_pipe *pipe;       /* uploads and results of the steps in flight */
+    host_waits waits;           /* the CPU threads' spin, from how busy the machine is */
     host_mix *mix;              /* --mixup, --cutmix (mix.h); NULL: off */
     double time_budget;       /* --max-time in seconds; 0: none */
     double deadline;          /* when the budget is spent (host_now()); 0: never */
@@ -80,6 +82,9 @@ enum host_stop_cause {
 /* Adds a train step read back (step_pipe.h) to the phase's sums, after
  * checking its loss; logs TensorBoard's per-step loss. */
 sc_status trainer_fold_step(void *user, const host_step_result *step);
+
+/* Logs short or long waits when `changed` (base/waits.h). */
+void trainer_note_waits(host_trainer *t, bool changed);
 
 /* ---- trainer_setup.c ---- */
 

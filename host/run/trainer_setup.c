@@ -558,6 +558,8 @@ static sc_status setup(host_trainer *t, const host_dist_seat *seat)
                             &t->pipe));
     SC_TRY(open_tensorboard(t));
     SC_TRY(size_threads(t));
+    if (sc_ctx_device(t->s.ctx).kind == SC_DEVICE_CPU)
+        trainer_note_waits(t, host_waits_start(&t->waits, sc_cpu_threads()));
     describe(t);
     return t->cfg.lr_find ? SC_OK : open_control(t);
 }

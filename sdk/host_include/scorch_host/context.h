@@ -26,14 +26,22 @@ SC_API void sc_ctx_set_precision(sc_ctx *ctx, sc_precision precision);
 SC_API sc_status sc_precision_parse(const char *name, sc_precision *out);
 
 /* Ends a step: forgets the tape and recycles the arena. Every step tensor
- * and sc_ctx_alloc() block becomes invalid. After the first steps have
- * sized it, the arena is one block, so the same op sequence gets the same
+ * and sc_ctx_alloc() block becomes invalid. The arena keeps its blocks and
+ * starts again at the first, so the same op sequence gets the same
  * addresses every step. */
 SC_API void sc_ctx_reset(sc_ctx *ctx);
 
 /* Threads the CPU backend computes with (OpenMP loops and OpenBLAS);
  * 0 means one per core. Call before training, not during a step. */
 SC_API void sc_cpu_set_threads(int threads);
+
+/* Whether a CPU thread that waits for the others spins only briefly (100
+ * turns, then sleeps) rather than as long as libgomp was told at start
+ * (GOMP_SPINCOUNT). By default libscorch turns short waits on when
+ * sc_cpu_set_threads fills the cores and neither GOMP_SPINCOUNT nor
+ * OMP_WAIT_POLICY is set; once called, this alone decides. Between
+ * steps only. */
+SC_API void sc_cpu_set_short_waits(bool on);
 
 /* How the CPU backend computes 3x3 convolutions at stride 1 with 8
  * channels or more in and out (docs/cli.md, --cpu-conv): by Winograd's

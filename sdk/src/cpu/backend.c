@@ -1,14 +1,11 @@
 /* The CPU backend's kernel table: every op in the registry, and its
  * threads. */
 #include <cblas.h>
-#include <errno.h>
 #include <omp.h>
 #include <pthread.h>
-#include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../host_only.h"
 #include "conv_impl.h"
@@ -31,53 +28,97 @@ const sc_kernel *sc_cpu_kernel(sc_op_id op) { return cpu_kernels[op]; }
  * spin below). OMP_WAIT_POLICY=passive or a small GOMP_SPINCOUNT would stop
  * it, but libgomp reads them as it loads, before libscorch runs. libgomp's
  * documented other case does it instead: with more OpenMP threads in the
- * process than CPUs, a waiting thread spins 100 times. So one more OpenMP
- * thread is started, and sleeps for the life of the process. Idle, the
- * short spin cost nothing measurable (mlp and cnn within 1.5%). */
-static void *hold_a_sleeping_omp_thread(void *started)
+ * process than CPUs, a waiting thread spins 100 times. So while short
+ * waits are on, one more OpenMP thread is kept, asleep; turning them off
+ * ends the thread that holds it, which gives it back. On an idle machine
+ * the short spin costs: the mlp trains some 10% slower than with 10,000
+ * turns (host/base/waits.c turns them on only while the machine is busy). */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t holder;
+    bool on;      /* short waits wanted: the holder lives, or is starting */
+    bool held;    /* the holder's surplus thread exists */
+    bool managed; /* sc_cpu_set_short_waits decides, not sc_cpu_set_threads */
+} waits = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void *hold_a_sleeping_omp_thread(void *arg)
 {
+    (void)arg;
 #pragma omp parallel num_threads(2)
     {
         /* (no work: the barrier only keeps the region from being optimised away) */
 #pragma omp barrier
     }
-    sem_post(started);
     /* libgomp keeps the team's second thread, asleep, while this one lives */
-    for (;;)
-        pause();
+    pthread_mutex_lock(&waits.mu);
+    waits.held = true;
+    pthread_cond_broadcast(&waits.cv);
+    while (waits.on)
+        pthread_cond_wait(&waits.cv, &waits.mu);
+    pthread_mutex_unlock(&waits.mu);
     return NULL;
 }
 
 /* Returns once both threads run: a process that exits sooner (a run
  * refused early) would otherwise do so while one is still being created,
- * which LeakSanitizer reports as a leak in the thread's start. */
-static void start_sleeping_omp_thread(void)
+ * which LeakSanitizer reports as a leak in the thread's start. The holder
+ * runs with every signal blocked, so that none is delivered to it.
+ * Thread rule: waits.mu held. */
+static void start_holder(void)
 {
-    static sem_t started;
-    if (sem_init(&started, 0, 0) != 0)
-        return;
-    /* With every signal blocked, so that none is delivered to it. */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_t thread;
-    int err = pthread_create(&thread, NULL, hold_a_sleeping_omp_thread, &started);
+    int err = pthread_create(&waits.holder, NULL, hold_a_sleeping_omp_thread, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err != 0)
-        return;
-    pthread_detach(thread);
-    while (sem_wait(&started) != 0 && errno == EINTR)
-        continue;
+        return; /* long waits, then: slower on a busy machine, no less right */
+    waits.on = true;
+    while (!waits.held)
+        pthread_cond_wait(&waits.cv, &waits.mu);
 }
 
-/* Shortens libgomp's waits (above) when `threads` fill the cores, unless
- * the user chose a wait policy. */
+/* Joined, the holder has run libgomp's thread destructor, which ends its
+ * surplus thread. Thread rule: waits.mu held. */
+static void stop_holder(void)
+{
+    waits.on = false;
+    pthread_cond_broadcast(&waits.cv);
+    pthread_mutex_unlock(&waits.mu);
+    pthread_join(waits.holder, NULL);
+    pthread_mutex_lock(&waits.mu);
+    waits.held = false;
+}
+
+/* Thread rule: waits.mu held. */
+static void set_short_waits(bool on)
+{
+    if (on && !waits.on)
+        start_holder();
+    else if (!on && waits.on)
+        stop_holder();
+}
+
+void sc_cpu_set_short_waits(bool on)
+{
+    if (sc_host_only(__func__) != SC_OK)
+        return;
+    pthread_mutex_lock(&waits.mu);
+    waits.managed = true;
+    set_short_waits(on);
+    pthread_mutex_unlock(&waits.mu);
+}
+
+/* Short waits when `threads` fill the cores, unless the user chose a wait
+ * policy or the host manages them. */
 static void shorten_omp_waits(int threads)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    if (threads > 1 && threads >= omp_get_num_procs() && !getenv("OMP_WAIT_POLICY") &&
-        !getenv("GOMP_SPINCOUNT"))
-        pthread_once(&once, start_sleeping_omp_thread);
+    pthread_mutex_lock(&waits.mu);
+    if (!waits.managed && threads > 1 && threads >= omp_get_num_procs() &&
+        !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT"))
+        set_short_waits(true);
+    pthread_mutex_unlock(&waits.mu);
 }
 
 void sc_cpu_set_threads(int threads)
