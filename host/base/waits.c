@@ -9,9 +9,9 @@
 #include "scorch_host/context.h"
 
 static const char spin_variable[] = "GOMP_SPINCOUNT", spin_turns[] = "10000";
-/* Other processes busy on a quarter of a core more than ours leave free
- * turn short waits on, an eighth turns them off, over half a second or
- * more. */
+/* Short waits go on when other processes keep busy a quarter of a core
+ * more than the machine has beyond our threads, and off below an eighth;
+ * each window half a second or more. */
 static const double window_s = 0.5, busy_on = 0.25, busy_off = 0.125;
 /* From the program's start, which loaded the dataset meanwhile. */
 static const double first_window_s = 0.1;
