@@ -79,6 +79,11 @@ __attribute__((constructor)) static void unset_spin(void)
     window_begin(&started, host_now());
 }
 
+bool host_waits_wanted(bool short_now, double over)
+{
+    return over >= (short_now ? busy_off : busy_on);
+}
+
 /* Ends the window when it is `least` seconds long or more: short waits
  * when other processes take cores from ours. True when that turned them
  * on or off. */
@@ -90,8 +95,7 @@ static bool window_end(host_waits *w, double least)
     w->window = now - w->since;
     window_begin(w, now);
     w->others = ((w->machine - machine) - (w->own - own)) / w->window;
-    double over = w->others - w->spare; /* cores the others take from ours */
-    bool short_waits = w->short_waits ? over >= busy_off : over >= busy_on;
+    bool short_waits = host_waits_wanted(w->short_waits, w->others - w->spare);
     if (short_waits == w->short_waits)
         return false;
     w->short_waits = short_waits;

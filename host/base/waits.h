@@ -41,4 +41,8 @@ bool host_waits_start(host_waits *w, int threads);
  * says why). */
 bool host_waits_check(host_waits *w);
 
+/* The rule: short waits when other processes keep `over` cores busy
+ * beyond the machine's spare ones, given whether they are on now. */
+bool host_waits_wanted(bool short_now, double over);
+
 #endif
