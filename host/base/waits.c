@@ -94,7 +94,10 @@ static bool window_end(host_waits *w, double least)
         return false;
     w->window = now - w->since;
     window_begin(w, now);
-    w->others = ((w->machine - machine) - (w->own - own)) / w->window;
+    /* /proc/stat counts in ticks, getrusage in microseconds: a few ticks
+     * apart, an idle machine can come out slightly below 0 */
+    double others = ((w->machine - machine) - (w->own - own)) / w->window;
+    w->others = others > 0.0 ? others : 0.0;
     bool short_waits = host_waits_wanted(w->short_waits, w->others - w->spare);
     if (short_waits == w->short_waits)
         return false;
