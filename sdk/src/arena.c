@@ -97,3 +97,18 @@ void sc_arena_reset(sc_arena *arena)
     arena->head = arena->first;
     arena->used = 0;
 }
+
+sc_arena_mark sc_arena_mark_now(const sc_arena *arena)
+{
+    return (sc_arena_mark){arena->head, arena->head ? arena->head->used : 0, arena->used};
+}
+
+/* The blocks after the mark's are unused since it: allocation only moves
+ * on to later blocks. */
+void sc_arena_rewind(sc_arena *arena, sc_arena_mark mark)
+{
+    arena->head = mark.head ? mark.head : arena->first;
+    for (sc_arena_block *b = arena->head; b; b = b->next)
+        b->used = b == mark.head ? mark.head_used : 0;
+    arena->used = mark.used;
+}

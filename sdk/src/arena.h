@@ -35,4 +35,14 @@ void sc_arena_release(sc_arena *arena);
 void *sc_arena_alloc(sc_arena *arena, size_t bytes); /* NULL if out of memory */
 void sc_arena_reset(sc_arena *arena);
 
+/* A point in an arena's allocations to go back to: sc_arena_rewind frees
+ * what was allocated after it, the addresses to be handed out again. */
+typedef struct sc_arena_mark {
+    sc_arena_block *head; /* NULL: before the first allocation since reset */
+    size_t head_used, used;
+} sc_arena_mark;
+
+sc_arena_mark sc_arena_mark_now(const sc_arena *arena);
+void sc_arena_rewind(sc_arena *arena, sc_arena_mark mark);
+
 #endif

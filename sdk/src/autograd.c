@@ -59,11 +59,71 @@ static param_use *collect_params(sc_ctx *ctx, int64_t *count)
     return uses;
 }
 
-/* The gradient buffer of t, made (zeroed, in the arena) on first need. */
-static sc_tensor *grad_of(sc_ctx *ctx, sc_tensor *t)
+/* Gradient memory that backward has finished with, for the next gradient
+ * that fits: an op's output gradient is dead once backward has run the
+ * op, as its consumers all came after it on the tape. Reusing it keeps
+ * the live gradients, not all of them, in the step arena (resnet at batch
+ * 512: backward added 1,129 MB to forward's 1,091). The reuse depends
+ * only on the op sequence, so a step's addresses still repeat. */
+typedef struct spare_grad {
+    void *data;
+    size_t bytes;
+    struct spare_grad *next;
+} spare_grad;
+
+/* The smallest spare of at least bytes, taken off the list; NULL if none. */
+static void *take_spare(spare_grad **spares, size_t bytes)
 {
-    if (!t->grad)
-        t->grad = sc_tensor_zeros(ctx, SC_F32, t->ndim, t->shape);
+    spare_grad **best = NULL;
+    for (spare_grad **s = spares; *s; s = &(*s)->next)
+        if ((*s)->bytes >= bytes && (!best || (*s)->bytes < (*best)->bytes))
+            best = s;
+    if (!best)
+        return NULL;
+    void *data = (*best)->data;
+    *best = (*best)->next;
+    return data;
+}
+
+/* Hands the gradient of t, an op's output, to the spares, unless the
+ * caller keeps it (SC_TENSOR_RETAIN_GRAD, as PyTorch's retain_grad()). */
+static sc_status spare_grad_of(sc_ctx *ctx, spare_grad **spares, sc_tensor *t)
+{
+    if (!t->grad || (t->flags & SC_TENSOR_RETAIN_GRAD))
+        return SC_OK;
+    spare_grad *s = sc_ctx_alloc(ctx, sizeof *s);
+    if (!s)
+        return SC_ERR_NOMEM;
+    *s = (spare_grad){t->grad->data, sc_tensor_nbytes(t->grad), *spares};
+    *spares = s;
+    t->grad = NULL;
+    return SC_OK;
+}
+
+/* A new gradient tensor for t, in spare memory if some fits, else in the
+ * arena; uninitialised. */
+static sc_tensor *new_grad(sc_ctx *ctx, spare_grad **spares, const sc_tensor *t)
+{
+    sc_tensor *g = sc_ctx_alloc(ctx, sizeof *g);
+    if (!g || sc_tensor_init(g, SC_F32, t->ndim, t->shape) != SC_OK)
+        return NULL;
+    g->device = ctx->device;
+    size_t bytes = sc_tensor_nbytes(g);
+    g->data = take_spare(spares, bytes);
+    if (!g->data)
+        g->data = sc_ctx_alloc_data(ctx, bytes);
+    return g->data ? g : NULL;
+}
+
+/* The gradient buffer of t, made (zeroed) on first need. */
+static sc_tensor *grad_of(sc_ctx *ctx, spare_grad **spares, sc_tensor *t)
+{
+    if (!t->grad) {
+        sc_tensor *g = new_grad(ctx, spares, t);
+        if (!g || sc_device_zero(g->device, g->data, sc_tensor_nbytes(g)) != SC_OK)
+            return NULL;
+        t->grad = g;
+    }
     return t->grad;
 }
 
@@ -81,7 +141,7 @@ static bool grad_starts_here(const sc_node *node, const sc_kernel *k, int i)
     return true;
 }
 
-static sc_status backward_node(sc_ctx *ctx, sc_node *node)
+static sc_status backward_node(sc_ctx *ctx, spare_grad **spares, sc_node *node)
 {
     const sc_kernel *k = sc_backend_kernel(ctx->device.kind, node->op);
     if (!k || !k->backward)
@@ -95,14 +155,20 @@ static sc_status backward_node(sc_ctx *ctx, sc_node *node)
         if (!(t->flags & SC_TENSOR_REQUIRES_GRAD))
             continue;
         if (grad_starts_here(node, k, i)) {
-            t->grad = sc_tensor_new(ctx, SC_F32, t->ndim, t->shape);
+            t->grad = new_grad(ctx, spares, t);
             node->grad_fresh |= 1u << i;
         }
-        gin[i] = grad_of(ctx, t);
+        gin[i] = grad_of(ctx, spares, t);
         if (!gin[i])
             return SC_ERR_NOMEM;
     }
-    return k->backward(node, node->out->grad, gin);
+    /* What the kernel allocates is scratch, free again once it returns
+     * (on a GPU, for kernels queued after it on the same stream). */
+    sc_arena *data = sc_ctx_data_arena(ctx);
+    sc_arena_mark scratch = sc_arena_mark_now(data);
+    SC_TRY(k->backward(node, node->out->grad, gin));
+    sc_arena_rewind(data, scratch);
+    return spare_grad_of(ctx, spares, node->out);
 }
 
 sc_status sc_backward(sc_ctx *ctx, sc_tensor *loss, sc_grad_ready_fn grad_ready,
@@ -125,14 +191,15 @@ sc_status sc_backward(sc_ctx *ctx, sc_tensor *loss, sc_grad_ready_fn grad_ready,
                             "pass consumed it, or the step ended; run forward again");
     int64_t n_uses = 0;
     param_use *uses = collect_params(ctx, &n_uses);
-    sc_tensor *g = grad_of(ctx, loss);
+    spare_grad *spares = NULL;
+    sc_tensor *g = grad_of(ctx, &spares, loss);
     if (!uses || !g)
         return SC_ERR_NOMEM;
     SC_TRY(sc_device_fill_f32(g->device, sc_tensor_f32(g), 1.0f, 1)); /* dloss/dloss */
 
     for (sc_node *node = producer; node; node = node->prev) {
         if (node->out->grad)
-            SC_TRY(backward_node(ctx, node));
+            SC_TRY(backward_node(ctx, &spares, node));
         while (n_uses > 0 && uses[n_uses - 1].first_use == node->index) {
             if (grad_ready)
                 grad_ready(user, uses[n_uses - 1].param);

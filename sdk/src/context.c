@@ -160,6 +160,8 @@ void *sc_ctx_alloc(sc_ctx *ctx, size_t bytes)
     return p;
 }
 
+sc_arena *sc_ctx_data_arena(sc_ctx *ctx) { return ctx->cuda ? &ctx->gpu_arena : &ctx->arena; }
+
 void *sc_ctx_alloc_data(sc_ctx *ctx, size_t bytes)
 {
     if (!ctx->cuda)

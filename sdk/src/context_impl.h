@@ -30,6 +30,9 @@ struct sc_ctx {
  * the host arena on the CPU. NULL with a message when out of memory. */
 void *sc_ctx_alloc_data(sc_ctx *ctx, size_t bytes);
 
+/* The arena sc_ctx_alloc_data draws from. */
+sc_arena *sc_ctx_data_arena(sc_ctx *ctx);
+
 /* The current scope as an arena string shared by the nodes made in it. */
 const char *sc_ctx_scope_interned(sc_ctx *ctx);
 

@@ -153,7 +153,8 @@ typedef struct sc_op_desc {
  * gradient's first contribution as an uninitialised buffer and sets the
  * same bit of node->grad_fresh, and backward then writes every element
  * of it. That saves zeroing the activations' gradients, a pass over
- * memory as large as the activations. */
+ * memory as large as the activations. What backward allocates from the
+ * context is scratch, free again once it returns. */
 typedef struct sc_kernel {
     sc_status (*forward)(sc_node *node);
     sc_status (*backward)(sc_node *node, const sc_tensor *gout,

@@ -5,7 +5,9 @@
  * walks the tape from the last node back, adding each gradient into
  * tensor->grad: for parameters that is their slot in the store's flat
  * gradient buffer, so gradients accumulate across backward calls until the
- * host zeroes them (gradient accumulation).
+ * host zeroes them (gradient accumulation). An op's output keeps no
+ * gradient afterwards (its memory went on to the next gradients) unless
+ * its flags have SC_TENSOR_RETAIN_GRAD.
  */
 #ifndef SCORCH_AUTOGRAD_H
 #define SCORCH_AUTOGRAD_H

@@ -54,6 +54,9 @@ enum sc_tensor_flags {
     SC_TENSOR_PARAM = 1u << 1,         /* lives in an sc_params store */
     SC_TENSOR_BUFFER = 1u << 2,        /* a store's non-trainable state (running stats) */
     SC_TENSOR_PINNED = 1u << 3,        /* host data in page-locked memory */
+    /* An op's output whose gradient backward keeps: others' go to the
+     * gradients that come after (PyTorch's retain_grad()). */
+    SC_TENSOR_RETAIN_GRAD = 1u << 4,
 };
 
 typedef struct sc_tensor sc_tensor;
@@ -66,7 +69,9 @@ struct sc_tensor {
     void *data;
     sc_device device;
     uint32_t flags;
-    sc_tensor *grad;  /* same shape, F32; NULL until backward reaches it */
+    sc_tensor *grad;  /* same shape, F32; NULL until backward reaches it, and
+                       * for an op's output again once backward has run the
+                       * op, unless SC_TENSOR_RETAIN_GRAD */
     const char *name; /* parameters only */
 };
 

@@ -1,7 +1,8 @@
 /* The eager tape: accumulation, shared parameters, the grad-ready signal,
- * grad mode, stable arena addresses across steps, gradients that kernels
- * write instead of adding to, and kernel coverage of the op registry per
- * backend. */
+ * grad mode, stable arena addresses across steps, memory that backward
+ * hands back (gradients it is done with, kernels' scratch), gradients that
+ * kernels write instead of adding to, and kernel coverage of the op
+ * registry per backend. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -170,7 +171,7 @@ Test(autograd, a_step_tensor_that_requires_grad)
 }
 
 /* One training step of a small MLP with dropout; records the address of
- * every tensor and gradient it makes. */
+ * every tensor it makes and of the gradients it retains. */
 static int step_addresses(sc_tensor *const *p, const sc_tensor *target, void **addr)
 {
     sc_tensor *x = sc_tensor_new(ctx, SC_F32, 2, (int64_t[]){256, 784});
@@ -180,8 +181,12 @@ static int step_addresses(sc_tensor *const *p, const sc_tensor *target, void **a
     sc_tensor *h2 = sc_dropout(ctx, sc_relu(ctx, h1), 0.1f);
     sc_tensor *z = sc_linear(ctx, h2, p[2], p[3]);
     sc_tensor *loss = sc_cross_entropy(ctx, z, (sc_tensor *)target, 0.0f);
+    cr_assert_not_null(loss);
+    h2->flags |= SC_TENSOR_RETAIN_GRAD;
+    z->flags |= SC_TENSOR_RETAIN_GRAD;
     backward_ok(loss);
-    sc_tensor *all[] = {x, h1, h2, z, loss, h1->grad, h2->grad, z->grad, loss->grad};
+    cr_assert_null(h1->grad, "an intermediate's gradient went on to others");
+    sc_tensor *all[] = {x, h1, h2, z, loss, h2->grad, z->grad};
     int n = 0;
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         cr_assert_not_null(all[i], "tensor %zu", i);
@@ -212,6 +217,82 @@ Test(autograd, same_addresses_after_reset)
     }
     cr_assert_eq(sc_ctx_arena_used(ctx), 0);
     sc_tensor_free(target);
+}
+
+/* loss = sum(x * k^depth), k = 1.01, a product at a time over x [4096]:
+ * backward needs a few gradients of 16 KB at a time, not one per op, and
+ * keeps those of x and of the retained intermediate. */
+Test(autograd, backward_reuses_the_gradients_it_is_done_with)
+{
+    enum { DEPTH = 64, N = 4096, RETAINED = 40 };
+    int64_t n = N;
+    sc_tensor *x = sc_tensor_new(ctx, SC_F32, 1, &n), *k = sc_tensor_new(ctx, SC_F32, 1, &n);
+    cr_assert(x && k);
+    for (int i = 0; i < N; i++) {
+        sc_tensor_f32(x)[i] = 1.0f;
+        sc_tensor_f32(k)[i] = 1.01f;
+    }
+    x->flags |= SC_TENSOR_REQUIRES_GRAD;
+    sc_tensor *h[DEPTH + 1] = {x};
+    for (int d = 1; d <= DEPTH; d++)
+        h[d] = sc_mul(ctx, h[d - 1], k);
+    h[RETAINED]->flags |= SC_TENSOR_RETAIN_GRAD;
+    sc_tensor *loss = sc_sum(ctx, h[DEPTH]);
+    size_t before = sc_ctx_arena_used(ctx);
+    backward_ok(loss);
+    size_t grown = sc_ctx_arena_used(ctx) - before, buffer = N * sizeof(float);
+    cr_assert_lt(grown, 8 * buffer, "backward took %zu bytes for %d products", grown, DEPTH);
+    for (int d = 1; d <= DEPTH; d++)
+        cr_assert_eq(h[d]->grad != NULL, d == RETAINED, "h[%d]", d);
+    for (int i = 0; i < N; i++) {
+        cr_assert_float_eq(sc_tensor_f32(x->grad)[i], powf(1.01f, DEPTH), 1e-4f);
+        cr_assert_float_eq(sc_tensor_f32(h[RETAINED]->grad)[i], powf(1.01f, DEPTH - RETAINED),
+                           1e-4f);
+    }
+}
+
+/* A 3x3 convolution of 64 channels on [2, 64, 16, 16] (Winograd, whose
+ * backward takes scratch for every thread's weight gradient, 36 planes of
+ * 64 x 64): backward's growth of the arena is the two gradients it keeps
+ * (x's and the weight's are the store's), no scratch. */
+Test(autograd, a_backward_kernels_scratch_is_free_again)
+{
+    int64_t shape[] = {2, 64, 16, 16};
+    sc_tensor *w = param("w", 4, (int64_t[]){64, 64, 3, 3});
+    sc_tensor *x = sc_tensor_new(ctx, SC_F32, 4, shape);
+    cr_assert_not_null(x);
+    memset(x->data, 0, sc_tensor_nbytes(x));
+    x->flags |= SC_TENSOR_REQUIRES_GRAD;
+    sc_conv2d_opts same = {.stride = {1, 1}, .padding = {1, 1}, .dilation = {1, 1}, .groups = 1};
+    sc_tensor *y = sc_conv2d(ctx, x, w, NULL, &same);
+    sc_tensor *loss = sc_sum(ctx, y);
+    size_t before = sc_ctx_arena_used(ctx);
+    backward_ok(loss);
+    size_t grown = sc_ctx_arena_used(ctx) - before;
+    cr_assert_lt(grown, 2 * sc_tensor_nbytes(x) + 4096, "backward kept %zu bytes", grown);
+}
+
+/* Rewinding to a mark, also from a later block and on an empty arena,
+ * hands the same addresses out again. */
+Test(autograd, an_arena_rewinds_to_its_mark)
+{
+    sc_arena arena;
+    sc_arena_init(&arena, (sc_device){SC_DEVICE_CPU, 0});
+    sc_arena_mark empty = sc_arena_mark_now(&arena);
+    void *first = sc_arena_alloc(&arena, 100);
+    sc_arena_mark mark = sc_arena_mark_now(&arena);
+    void *small = sc_arena_alloc(&arena, 1000), *big = sc_arena_alloc(&arena, 3 << 20);
+    cr_assert(first && small && big);
+    size_t capacity = arena.capacity;
+    sc_arena_rewind(&arena, mark);
+    cr_assert_eq(arena.used, mark.used);
+    cr_assert_eq(sc_arena_alloc(&arena, 1000), small);
+    cr_assert_eq(sc_arena_alloc(&arena, 3 << 20), big);
+    cr_assert_eq(arena.capacity, capacity, "no new block");
+    sc_arena_rewind(&arena, empty);
+    cr_assert_eq(arena.used, 0);
+    cr_assert_eq(sc_arena_alloc(&arena, 100), first);
+    sc_arena_release(&arena);
 }
 
 /* ---------------------------------------------------------------------
