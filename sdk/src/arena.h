@@ -38,7 +38,7 @@ void sc_arena_reset(sc_arena *arena);
 /* A point in an arena's allocations to go back to: sc_arena_rewind frees
  * what was allocated after it, the addresses to be handed out again. */
 typedef struct sc_arena_mark {
-    sc_arena_block *head; /* NULL: before the first allocation since reset */
+    sc_arena_block *head; /* NULL: the arena had no block yet */
     size_t head_used, used;
 } sc_arena_mark;
 
