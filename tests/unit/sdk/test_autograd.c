@@ -253,8 +253,8 @@ Test(autograd, backward_reuses_the_gradients_it_is_done_with)
 
 /* A 3x3 convolution of 64 channels on [2, 64, 16, 16] (Winograd, whose
  * backward takes scratch for every thread's weight gradient, 36 planes of
- * 64 x 64): backward's growth of the arena is the two gradients it keeps
- * (x's and the weight's are the store's), no scratch. */
+ * 64 x 64): backward grows the arena by the gradients of y and x alone
+ * (the weight's is the store's), none of the scratch. */
 Test(autograd, a_backward_kernels_scratch_is_free_again)
 {
     int64_t shape[] = {2, 64, 16, 16};
