@@ -104,10 +104,9 @@ static sc_status spare_grad_of(sc_ctx *ctx, spare_grad **spares, sc_tensor *t)
  * arena; uninitialised. */
 static sc_tensor *new_grad(sc_ctx *ctx, spare_grad **spares, const sc_tensor *t)
 {
-    sc_tensor *g = sc_ctx_alloc(ctx, sizeof *g);
-    if (!g || sc_tensor_init(g, SC_F32, t->ndim, t->shape) != SC_OK)
+    sc_tensor *g = sc_tensor_shaped(ctx, SC_F32, t->ndim, t->shape, ctx->device);
+    if (!g)
         return NULL;
-    g->device = ctx->device;
     size_t bytes = sc_tensor_nbytes(g);
     g->data = take_spare(spares, bytes);
     if (!g->data)

@@ -185,13 +185,22 @@ size_t sc_ctx_arena_peak(const sc_ctx *ctx)
     return ctx->cuda ? ctx->gpu_arena.peak : ctx->arena.peak;
 }
 
-sc_tensor *sc_tensor_new(sc_ctx *ctx, sc_dtype dtype, int ndim,
-                         const int64_t *shape)
+sc_tensor *sc_tensor_shaped(sc_ctx *ctx, sc_dtype dtype, int ndim, const int64_t *shape,
+                            sc_device device)
 {
     sc_tensor *t = sc_ctx_alloc(ctx, sizeof *t);
     if (!t || sc_tensor_init(t, dtype, ndim, shape) != SC_OK)
         return NULL;
-    t->device = ctx->device;
+    t->device = device;
+    return t;
+}
+
+sc_tensor *sc_tensor_new(sc_ctx *ctx, sc_dtype dtype, int ndim,
+                         const int64_t *shape)
+{
+    sc_tensor *t = sc_tensor_shaped(ctx, dtype, ndim, shape, ctx->device);
+    if (!t)
+        return NULL;
     t->data = sc_ctx_alloc_data(ctx, sc_tensor_nbytes(t));
     return t->data ? t : NULL;
 }

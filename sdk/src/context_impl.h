@@ -30,6 +30,11 @@ struct sc_ctx {
  * the host arena on the CPU. NULL with a message when out of memory. */
 void *sc_ctx_alloc_data(sc_ctx *ctx, size_t bytes);
 
+/* A tensor struct from ctx's arena with dtype, shape and device set, its
+ * data still NULL; NULL with a message when out of memory or misshapen. */
+sc_tensor *sc_tensor_shaped(sc_ctx *ctx, sc_dtype dtype, int ndim, const int64_t *shape,
+                            sc_device device);
+
 /* The arena sc_ctx_alloc_data draws from. */
 sc_arena *sc_ctx_data_arena(sc_ctx *ctx);
 

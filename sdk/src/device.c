@@ -111,10 +111,10 @@ sc_status sc_tensor_copy(sc_tensor *dst, const sc_tensor *src)
 /* A tensor shaped like src, on the host or on ctx's device, from the matching arena. */
 static sc_tensor *arena_like(sc_ctx *ctx, const sc_tensor *src, bool on_host)
 {
-    sc_tensor *t = sc_ctx_alloc(ctx, sizeof *t);
-    if (!t || sc_tensor_init(t, src->dtype, src->ndim, src->shape) != SC_OK)
+    sc_tensor *t = sc_tensor_shaped(ctx, src->dtype, src->ndim, src->shape,
+                                    on_host ? host_device : ctx->device);
+    if (!t)
         return NULL;
-    t->device = on_host ? host_device : ctx->device;
     t->data = on_host ? sc_ctx_alloc(ctx, sc_tensor_nbytes(t))
                       : sc_ctx_alloc_data(ctx, sc_tensor_nbytes(t));
     return t->data ? t : NULL;
