@@ -165,7 +165,9 @@ static sc_status backward_node(sc_ctx *ctx, spare_grad **spares, sc_node *node)
      * (on a GPU, for kernels queued after it on the same stream). */
     sc_arena *data = sc_ctx_data_arena(ctx);
     sc_arena_mark scratch = sc_arena_mark_now(data);
-    SC_TRY(k->backward(node, node->out->grad, gin));
+    sc_status st = k->backward(node, node->out->grad, gin);
+    sc_ctx_scratch_done(ctx);
+    SC_TRY(st);
     sc_arena_rewind(data, scratch);
     return spare_grad_of(ctx, spares, node->out);
 }

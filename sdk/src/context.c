@@ -19,6 +19,7 @@ sc_ctx *sc_ctx_new(sc_device device)
     ctx->device = device;
     sc_arena_init(&ctx->arena, (sc_device){SC_DEVICE_CPU, 0});
     sc_arena_init(&ctx->gpu_arena, device);
+    sc_arena_init(&ctx->scratch, (sc_device){SC_DEVICE_CPU, 0});
     ctx->training = true;
     ctx->grad_enabled = true;
     sc_rng_init(&ctx->rng, 0, 0);
@@ -37,6 +38,7 @@ void sc_ctx_free(sc_ctx *ctx)
         sc_cuda_synchronize(ctx->device.index);
     sc_arena_release(&ctx->arena);
     sc_arena_release(&ctx->gpu_arena);
+    sc_arena_release(&ctx->scratch);
     free(ctx);
 }
 
@@ -142,6 +144,7 @@ void sc_ctx_reset(sc_ctx *ctx)
     ctx->random_ops = 0;
     sc_arena_reset(&ctx->arena);
     sc_arena_reset(&ctx->gpu_arena);
+    sc_arena_reset(&ctx->scratch);
 }
 
 int64_t sc_ctx_random_ops(const sc_ctx *ctx) { return ctx->random_ops; }
@@ -159,6 +162,17 @@ void *sc_ctx_alloc(sc_ctx *ctx, size_t bytes)
                      "(%zu in use)", bytes, ctx->arena.used);
     return p;
 }
+
+void *sc_ctx_scratch(sc_ctx *ctx, size_t bytes)
+{
+    void *p = sc_arena_alloc(&ctx->scratch, bytes);
+    if (!p)
+        sc_error_set(SC_ERR_NOMEM, "kernel scratch: out of memory for %zu bytes (%zu in use)",
+                     bytes, ctx->scratch.used);
+    return p;
+}
+
+void sc_ctx_scratch_done(sc_ctx *ctx) { sc_arena_reset(&ctx->scratch); }
 
 sc_arena *sc_ctx_data_arena(sc_ctx *ctx) { return ctx->cuda ? &ctx->gpu_arena : &ctx->arena; }
 

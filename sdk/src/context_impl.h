@@ -12,6 +12,7 @@ struct sc_ctx {
     sc_device device;
     sc_arena arena;       /* host: nodes, tensor structs, scratch, host copies */
     sc_arena gpu_arena;   /* a GPU context's tensor data */
+    sc_arena scratch;     /* host: a CPU kernel's scratch (sc_ctx_scratch) */
     struct sc_cuda_dev *cuda; /* a GPU context's device state, else NULL */
     sc_precision precision;
     sc_node *tape_tail; /* last taped node; walk ->prev for earlier ones */
@@ -34,6 +35,10 @@ void *sc_ctx_alloc_data(sc_ctx *ctx, size_t bytes);
  * data still NULL; NULL with a message when out of memory or misshapen. */
 sc_tensor *sc_tensor_shaped(sc_ctx *ctx, sc_dtype dtype, int ndim, const int64_t *shape,
                             sc_device device);
+
+/* Frees what the kernel that just returned took with sc_ctx_scratch
+ * (op.h): the op dispatch and backward call it after every kernel. */
+void sc_ctx_scratch_done(sc_ctx *ctx);
 
 /* The arena sc_ctx_alloc_data draws from. */
 sc_arena *sc_ctx_data_arena(sc_ctx *ctx);

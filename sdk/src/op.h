@@ -162,6 +162,13 @@ typedef struct sc_kernel {
     unsigned writes_grads;
 } sc_kernel;
 
+/* Host memory for a CPU kernel's own use while it runs, where the last
+ * kernel's was: it is freed when the kernel returns (the resnet's largest
+ * convolution takes 12 MB; from the step arena, its convolutions' forward
+ * passes held 64 MB at batch 128 until the step ended). NULL with a
+ * message when out of memory. */
+void *sc_ctx_scratch(sc_ctx *ctx, size_t bytes);
+
 /* Whether backward must write gin[i] rather than add to it. */
 static inline bool sc_node_grad_fresh(const sc_node *node, int i)
 {

@@ -108,7 +108,11 @@ sc_tensor *sc_op_run(sc_ctx *ctx, sc_op_id op, int n_inputs,
     node->scope = sc_ctx_scope_interned(ctx);
 
     node->out = make_output(ctx, desc, node);
-    if (!node->out || kernel->forward(node) != SC_OK)
+    if (!node->out)
+        return NULL;
+    sc_status st = kernel->forward(node);
+    sc_ctx_scratch_done(ctx);
+    if (st != SC_OK)
         return NULL;
     if (desc->flags & SC_OPF_RANDOM)
         ctx->random_ops++;

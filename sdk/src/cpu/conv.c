@@ -448,7 +448,7 @@ static sc_status conv2d_forward(sc_node *node)
         return sc_wino_forward(node->ctx, &s, j.x, j.w, j.bias, j.y);
     }
     j.slots = sc_conv_slots(j.g.n);
-    j.col = sc_ctx_alloc(node->ctx, (size_t)(j.slots * col_floats(&j.g)) * sizeof(float));
+    j.col = sc_ctx_scratch(node->ctx, (size_t)(j.slots * col_floats(&j.g)) * sizeof(float));
     if (!j.col)
         return SC_ERR_NOMEM;
     sc_conv_split(j.g.n, j.slots, conv_forward_range, &j);
@@ -461,8 +461,8 @@ static sc_status conv_backward_im2col(conv_job *j, sc_ctx *ctx, float *gw)
 {
     int64_t wnumel = j->g.oc * j->g.kdim;
     j->slots = sc_conv_slots(j->g.n);
-    j->col = sc_ctx_alloc(ctx, (size_t)(j->slots * col_floats(&j->g)) * sizeof(float));
-    j->gw = gw && j->slots > 1 ? sc_ctx_alloc(ctx, (size_t)(j->slots * wnumel) * sizeof(float))
+    j->col = sc_ctx_scratch(ctx, (size_t)(j->slots * col_floats(&j->g)) * sizeof(float));
+    j->gw = gw && j->slots > 1 ? sc_ctx_scratch(ctx, (size_t)(j->slots * wnumel) * sizeof(float))
                                : gw;
     if (!j->col || (gw && !j->gw))
         return SC_ERR_NOMEM;

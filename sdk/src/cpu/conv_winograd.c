@@ -888,8 +888,8 @@ static sc_status wino_init(wino *w, sc_ctx *ctx, const sc_wino_shape *s, const f
     w->rows = max64(TILES / w->tw, 1);
     w->slots = sc_conv_slots(s->n);
     w->scratch_floats = w->xi * (s->c + s->k + (dv ? s->c : 0)) * w->rows * w->tw + buf_floats(w);
-    w->scratch = sc_ctx_alloc(ctx, (size_t)(w->slots * w->scratch_floats) * sizeof(float));
-    float *u = weight ? sc_ctx_alloc(ctx, (size_t)(w->xi * s->k * s->c) * sizeof(float)) : NULL;
+    w->scratch = sc_ctx_scratch(ctx, (size_t)(w->slots * w->scratch_floats) * sizeof(float));
+    float *u = weight ? sc_ctx_scratch(ctx, (size_t)(w->xi * s->k * s->c) * sizeof(float)) : NULL;
     if (!w->scratch || (weight && !u))
         return SC_ERR_NOMEM;
     if (u)
@@ -922,7 +922,7 @@ sc_status sc_wino_backward(sc_ctx *ctx, const sc_wino_shape *s, const float *x,
     w.gx_fresh = gx_fresh;
     size_t du_bytes = (size_t)(w.slots * w.xi * s->k * s->c) * sizeof(float);
     if (gw) {
-        w.du = sc_ctx_alloc(ctx, du_bytes);
+        w.du = sc_ctx_scratch(ctx, du_bytes);
         if (!w.du)
             return SC_ERR_NOMEM;
         memset(w.du, 0, du_bytes);
